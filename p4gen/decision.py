@@ -1,0 +1,184 @@
+"""The per-packet aggregation decision, as data.
+
+A decision table is a list of *steps*, one per stateful register group, in
+pipeline order, followed by an *outcome* step.  Each step matches on the
+observations made by earlier steps and names an operation from
+``p4gen.ops``; the step's register reports a new observation.  The table
+lives in the Plan (``plan.json``) and is the single definition read by
+
+* the P4 templates, which render every step as a table with const entries;
+* the software data plane (``p4gen.model``), which executes it;
+* the verifier (``p4gen.verify``), which encodes it in Z3.
+
+Rules are matched first-to-last; ``"*"`` matches any value.  ``expand``
+turns a step into one exact entry per combination of its keys, which is
+what the P4 tables hold.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from . import ops
+
+OBSERVATIONS: dict[str, list[str]] = {
+    "cmp": [ops.CMP_NAMES[c] for c in (ops.CMP_LT, ops.CMP_EQ, ops.CMP_GT)],
+    "seen": ["0", "1"],
+    "count": [ops.COUNT_NAMES[c] for c in range(6)],
+}
+
+# name -> integer code, as the P4 program and the model see them
+CODES: dict[str, dict[str, int]] = {
+    "cmp": {v: k for k, v in ops.CMP_NAMES.items()},
+    "seen": {"0": 0, "1": 1},
+    "count": {v: k for k, v in ops.COUNT_NAMES.items()},
+}
+OUTCOME_CODES = {v: k for k, v in ops.OUTCOME_NAMES.items()}
+
+# packet counter indices (one indexed counter array in the program)
+STATS = [
+    "agg_rx",            # aggregation packets from known workers, in-range slot
+    "absorbed",          # contribution stored, no packet out
+    "multicast",         # last contribution: result sent to every worker
+    "unicast",           # retransmission to a complete slot: result to its sender
+    "drop_duplicate",    # retransmission to an incomplete slot
+    "drop_stale",        # packet for an older chunk than the slot holds (hardened)
+    "drop_unknown",      # unknown job / worker / ingress port / source port
+    "drop_bad_slot",     # pool index outside the job's slot range
+    "drop_malformed",    # parser error: truncated or malformed aggregation packet
+    "l2_unicast",        # other traffic, known destination MAC
+    "l2_flood",          # other traffic, flooded
+]
+DROP_REASONS = {"absorbed", "drop_duplicate", "drop_stale"}
+
+_REFERENCE: dict[str, Any] = {
+    "variant": "reference",
+    "assumption": "per-worker-link FIFO delivery; results labelled with the chunk offset and checked by workers",
+    "steps": [
+        {"name": "bitmap", "role": "bitmap", "keys": [], "yields": "seen",
+         "rules": [{"match": {}, "op": "set_clear"}]},
+        {"name": "counter", "role": "counter", "keys": ["seen"], "yields": "count",
+         "rules": [{"match": {"seen": "0"}, "op": "inc_mod"},
+                   {"match": {"seen": "1"}, "op": "probe_zero"}]},
+        {"name": "exponent", "role": "exponent", "keys": ["seen", "count"], "yields": None,
+         "rules": [{"match": {"seen": "0", "count": "first"}, "op": "write"},
+                   {"match": {"seen": "0", "count": "mid"}, "op": "max"},
+                   {"match": {"seen": "0", "count": "last"}, "op": "max"},
+                   {"match": {"seen": "1", "count": "complete"}, "op": "read"},
+                   {"match": {}, "op": "nop"}]},
+        {"name": "values", "role": "values", "keys": ["seen", "count"], "yields": None,
+         "rules": [{"match": {"seen": "0", "count": "first"}, "op": "write"},
+                   {"match": {"seen": "0", "count": "mid"}, "op": "add"},
+                   {"match": {"seen": "0", "count": "last"}, "op": "add"},
+                   {"match": {"seen": "1", "count": "complete"}, "op": "read"},
+                   {"match": {}, "op": "nop"}]},
+    ],
+    "outcome": {"keys": ["seen", "count"],
+                "rules": [{"match": {"seen": "0", "count": "first"}, "action": "drop", "stat": "absorbed"},
+                          {"match": {"seen": "0", "count": "mid"}, "action": "drop", "stat": "absorbed"},
+                          {"match": {"seen": "0", "count": "last"}, "action": "multicast", "stat": "multicast"},
+                          {"match": {"seen": "1", "count": "complete"}, "action": "unicast", "stat": "unicast"},
+                          {"match": {}, "action": "drop", "stat": "drop_duplicate"}]},
+}
+
+_HARDENED: dict[str, Any] = {
+    "variant": "hardened",
+    "assumption": "none on the network (loss, duplication and reordering allowed); results labelled with the chunk offset and checked by workers",
+    "steps": [
+        {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
+         "rules": [{"match": {}, "op": "advance"}]},
+        {"name": "bitmap", "role": "bitmap", "keys": ["cmp"], "yields": "seen",
+         "rules": [{"match": {"cmp": "gt"}, "op": "reset_set"},
+                   {"match": {"cmp": "eq"}, "op": "set"},
+                   {"match": {"cmp": "lt"}, "op": "nop"}]},
+        {"name": "counter", "role": "counter", "keys": ["cmp", "seen"], "yields": "count",
+         "rules": [{"match": {"cmp": "gt"}, "op": "reset_one"},
+                   {"match": {"cmp": "eq", "seen": "0"}, "op": "inc_sat"},
+                   {"match": {"cmp": "eq", "seen": "1"}, "op": "probe_full"},
+                   {"match": {"cmp": "lt"}, "op": "nop"}]},
+        {"name": "exponent", "role": "exponent", "keys": ["cmp", "seen"], "yields": None,
+         "rules": [{"match": {"cmp": "gt"}, "op": "write"},
+                   {"match": {"cmp": "eq", "seen": "0"}, "op": "max"},
+                   {"match": {"cmp": "eq", "seen": "1"}, "op": "read"},
+                   {"match": {"cmp": "lt"}, "op": "nop"}]},
+        {"name": "values", "role": "values", "keys": ["cmp", "seen", "count"], "yields": None,
+         "rules": [{"match": {"cmp": "gt", "count": "first"}, "op": "write"},
+                   {"match": {"cmp": "eq", "seen": "0", "count": "mid"}, "op": "add"},
+                   {"match": {"cmp": "eq", "seen": "0", "count": "last"}, "op": "add"},
+                   {"match": {"cmp": "eq", "count": "complete"}, "op": "read"},
+                   {"match": {}, "op": "nop"}]},
+    ],
+    "outcome": {"keys": ["cmp", "seen", "count"],
+                "rules": [{"match": {"cmp": "gt", "count": "first"}, "action": "drop", "stat": "absorbed"},
+                          {"match": {"cmp": "eq", "seen": "0", "count": "mid"}, "action": "drop", "stat": "absorbed"},
+                          {"match": {"cmp": "eq", "seen": "0", "count": "last"}, "action": "multicast", "stat": "multicast"},
+                          {"match": {"cmp": "eq", "count": "complete"}, "action": "unicast", "stat": "unicast"},
+                          {"match": {"cmp": "lt"}, "action": "drop", "stat": "drop_stale"},
+                          {"match": {}, "action": "drop", "stat": "drop_duplicate"}]},
+}
+
+TABLES = {"reference": _REFERENCE, "hardened": _HARDENED}
+
+
+def decision_table(variant: str) -> dict[str, Any]:
+    """A fresh copy of the decision table of ``variant`` (validated)."""
+    import copy
+
+    table = copy.deepcopy(TABLES[variant])
+    validate(table)
+    return table
+
+
+def rule_matches(match: dict[str, str], obs: dict[str, str]) -> bool:
+    return all(v == "*" or obs.get(k) == v for k, v in match.items())
+
+
+def lookup(rules: list[dict[str, Any]], obs: dict[str, str]) -> dict[str, Any]:
+    """First rule whose match holds for ``obs``."""
+    for rule in rules:
+        if rule_matches(rule["match"], obs):
+            return rule
+    raise LookupError(f"no rule matches {obs}")
+
+
+def expand(keys: list[str], rules: list[dict[str, Any]]) -> list[tuple[dict[str, str], dict[str, Any]]]:
+    """One (observation combination, rule) pair per combination of ``keys``."""
+    out = []
+    for combo in itertools.product(*(OBSERVATIONS[k] for k in keys)):
+        obs = dict(zip(keys, combo))
+        out.append((obs, lookup(rules, obs)))
+    return out
+
+
+def validate(table: dict[str, Any]) -> None:
+    """Check that every step only uses earlier observations and known ops."""
+    available: set[str] = set()
+    for step in table["steps"]:
+        for key in step["keys"]:
+            if key not in available:
+                raise ValueError(f"decision step {step['name']!r} keys on {key!r} before it is observed")
+        for rule in step["rules"]:
+            if rule["op"] not in ops.OPS[step["role"]]:
+                raise ValueError(f"decision step {step['name']!r}: unknown op {rule['op']!r}")
+            for k, v in rule["match"].items():
+                if k not in step["keys"] or (v != "*" and v not in OBSERVATIONS[k]):
+                    raise ValueError(f"decision step {step['name']!r}: bad match {k}={v!r}")
+        expand(step["keys"], step["rules"])  # total: every combination matches
+        if step["yields"]:
+            available.add(step["yields"])
+    out = table["outcome"]
+    for key in out["keys"]:
+        if key not in available:
+            raise ValueError(f"outcome keys on {key!r} before it is observed")
+    for rule in out["rules"]:
+        if rule["action"] not in OUTCOME_CODES or rule["stat"] not in STATS:
+            raise ValueError(f"outcome rule {rule} names an unknown action or stat")
+    expand(out["keys"], out["rules"])
+
+
+def step(table: dict[str, Any], role: str) -> dict[str, Any] | None:
+    for s in table["steps"]:
+        if s["role"] == role:
+            return s
+    return None

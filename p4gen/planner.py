@@ -1,0 +1,465 @@
+"""Fit a Spec to a target and lay it out: Spec + TargetProfile -> Plan.
+
+The planner is an ordered list of passes (``PIPELINE``); each takes the
+build state and adds to it, and the first failure stops the build with one
+line that names the requested value, the limit, the target and the largest
+value that fits.
+
+Stage model (targets with MAU stages).  Stage 0 looks the worker up (job,
+slot range, bitmap word); each later group depends on the one before it:
+
+    hardened:   workers | chunk | bitmap words | counter + exponent | values ...
+    reference:  workers | bitmap words | counter | exponent + values ...
+
+Each stateful ALU hosts one register array and runs one RegisterAction per
+pass; a value array holds ``lanes_per_register`` values per entry.  Packets
+whose elements do not fit one pass are recirculated: pass p uses the same
+value arrays at index ``(slot_copy << pass_bits) | p``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import __version__, decision, ops
+from .errors import InfeasibleError
+from .plan import SCHEMA, Plan
+from .spec import Spec
+from .target import TargetProfile
+
+UDP_PORT_MIN = 0xBEE0
+UDP_PORT_MAX = 0xBEEF
+EXPONENT_BIAS = 127
+SLOT_BITS = 15                      # pool_index = copy(1) . slot(15)
+MAX_HEADER_SLOTS = 1 << SLOT_BITS
+BITMAP_WORD_BITS = 32
+COUNTER_BITS = 32
+CHUNK_BITS = 32
+EXPONENT_BITS = 8
+FLOOD_GROUP_BASE = 0x8000           # flood group for ingress port p is FLOOD_GROUP_BASE + p
+RECIRC_PORT = {"tna": 68, "t2na": 6, "v1model": 0}
+
+HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
+    ("ethernet", [("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)]),
+    ("ipv4", [("version", 4), ("ihl", 4), ("diffserv", 8), ("total_len", 16), ("identification", 16),
+              ("flags", 3), ("frag_offset", 13), ("ttl", 8), ("protocol", 8), ("hdr_checksum", 16),
+              ("src_addr", 32), ("dst_addr", 32)]),
+    ("udp", [("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)]),
+    # msg_type: 0 = contribution (worker -> switch), 1 = result (switch -> worker)
+    ("agg", [("msg_type", 4), ("flags", 4), ("job", 8), ("exponent", 8), ("tsi", 32), ("pool_index", 16)]),
+]
+PASS_HEADER = ("pass", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16), ("vidx", 32)])
+
+METADATA: list[tuple[str, int]] = [
+    ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
+    ("slot_base", 16), ("slot_count", 16), ("mgid", 16), ("slot", 16), ("copy", 1),
+    ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8),
+    ("chunk_op", 8), ("bitmap_op", 8), ("counter_op", 8), ("exponent_op", 8), ("values_op", 8),
+    ("outcome", 8), ("stat", 8),
+]
+
+
+@dataclass
+class Layout:
+    """One candidate layout: the outcome of fitting (elements, slots, variant)."""
+
+    variant: str
+    elements: int
+    slots: int
+    passes: int = 1
+    per_pass: int = 0
+    pass_bits: int = 0
+    registers: list[dict[str, Any]] = field(default_factory=list)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    phv_bits: int = 0
+    failure: tuple[str, str] | None = None   # (limit name, explanation)
+
+
+def _value_arrays_per_pass(profile: TargetProfile, variant: str) -> int | None:
+    """Value arrays one pass can host, or None when unbounded."""
+    if not profile.has_stage_limits:
+        return None
+    a, s = profile.alus_per_stage, profile.stages
+    if variant == "hardened":
+        return max(0, (s - 4) * a)        # values start after workers|chunk|bitmap|counter+exp
+    return max(0, (s - 3) * a - 1)         # stage 3 shares one ALU with the exponent
+
+
+def _header_bits(passes: int) -> int:
+    bits = sum(w for _, fields in HEADERS for _, w in fields)
+    if passes > 1:
+        bits += sum(w for _, w in PASS_HEADER[1])
+    return bits
+
+
+def _metadata_bits() -> int:
+    return sum(w for _, w in METADATA)
+
+
+def _choose_passes(profile: TargetProfile, variant: str, elements: int) -> tuple[int, int] | None:
+    """(passes, per_pass) for ``elements``, or None when no split fits."""
+    lanes = profile.lanes_per_register
+    cap = _value_arrays_per_pass(profile, variant)
+    if cap is None:
+        return (1, elements) if elements % lanes == 0 else None
+    for passes in range(1, profile.max_passes + 1):
+        if elements % passes:
+            continue
+        k = elements // passes
+        if k % lanes == 0 and k // lanes <= cap:
+            return passes, k
+    return None
+
+
+def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int) -> Layout:
+    lay = Layout(variant=variant, elements=elements, slots=slots)
+    lanes = profile.lanes_per_register
+    w = spec.value_width
+    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+
+    # 1. worker bitmap: all words of one copy live in one stage
+    if profile.has_stage_limits and words > profile.alus_per_stage:
+        lay.failure = ("workers", f"max_workers={spec.max_workers} needs {words} bitmap words of {BITMAP_WORD_BITS} "
+                                  f"workers in one stage; {profile.name} has {profile.alus_per_stage} stateful ALUs per stage")
+        return lay
+    # 2. header fields
+    if slots > MAX_HEADER_SLOTS:
+        lay.failure = ("slots", f"slots={slots} exceeds the {SLOT_BITS}-bit slot field of pool_index "
+                                f"({MAX_HEADER_SLOTS} slots)")
+        return lay
+    # 3. frame size
+    hdr_bytes = sum(w_ for name, f in HEADERS if name != "ethernet" for _, w_ in f) // 8
+    payload_limit = (profile.mtu_bytes - hdr_bytes) * 8 // w
+    if elements > payload_limit:
+        lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
+                                   f"{profile.name} assumes an MTU of {profile.mtu_bytes} bytes")
+        return lay
+    # 4. passes
+    split = _choose_passes(profile, variant, elements)
+    if split is None:
+        cap = _value_arrays_per_pass(profile, variant)
+        lay.failure = ("elements", f"elements_per_packet={elements} cannot be split into at most {profile.max_passes} "
+                                   f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
+                                   f"lanes per pass on {profile.name}, {variant} variant)")
+        return lay
+    lay.passes, lay.per_pass = split
+    lay.pass_bits = (lay.passes - 1).bit_length()
+    # 5. PHV
+    lay.phv_bits = _header_bits(lay.passes) + elements * w + _metadata_bits()
+    budget = profile.phv_budget_bits
+    if budget is not None and lay.phv_bits > budget:
+        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {elements} x {w}-bit "
+                                   f"values, metadata); {profile.name} has {budget}")
+        return lay
+
+    # 6. registers and stages
+    regs: list[dict[str, Any]] = []
+    groups: list[list[dict[str, Any]]] = []
+
+    def reg(name, role, entries, lane_bits, nlanes, index, **extra):
+        r = {"name": name, "role": role, "entries": entries, "lane_bits": lane_bits, "lanes": nlanes,
+             "entry_bits": lane_bits * nlanes, "index": index}
+        r.update(extra)
+        regs.append(r)
+        return r
+
+    sc = 2 * slots
+    if variant == "hardened":
+        groups.append([reg("chunk", "chunk", sc, CHUNK_BITS, 1, "slot_copy")])
+    groups.append([reg(f"bitmap{i}", "bitmap", slots, BITMAP_WORD_BITS, 2, "slot", word=i) for i in range(words)])
+    counter = reg("counter", "counter", sc, COUNTER_BITS, 1, "slot_copy")
+    exponent = reg("exponent", "exponent", sc, EXPONENT_BITS, 1, "slot_copy")
+    ventries = sc << lay.pass_bits
+    values = [reg(f"values{j}", "values", ventries, w, lanes, "slot_copy_pass", elements=[j * lanes + i for i in range(lanes)])
+              for j in range(lay.per_pass // lanes)]
+    if variant == "hardened":
+        groups.append([counter, exponent])
+        tail = values
+    else:
+        groups.append([counter])
+        tail = [exponent] + values
+
+    if profile.has_stage_limits:
+        a = profile.alus_per_stage
+        stage = 1
+        for g in groups:
+            for r in g:
+                r["stage"] = stage
+            stage += 1
+        for i, r in enumerate(tail):
+            r["stage"] = stage + i // a
+        last = max(r["stage"] for r in regs)
+        nstages = profile.stages
+        assert last < nstages, (last, nstages)
+    else:
+        stage = 1
+        for g in groups:
+            for r in g:
+                r["stage"] = stage
+            stage += 1
+        for r in tail:
+            r["stage"] = stage
+        nstages = stage + 1
+
+    # SRAM / entry limits
+    for r in regs:
+        if profile.sram_block_words:
+            r["sram_blocks"] = profile.sram_blocks_for(r["entries"], r["entry_bits"])
+        else:
+            r["sram_blocks"] = 0
+    stages = []
+    for s in range(nstages):
+        in_stage = [r for r in regs if r["stage"] == s]
+        st = {"index": s, "registers": [r["name"] for r in in_stage], "alus_used": len(in_stage),
+              "sram_blocks_used": sum(r["sram_blocks"] for r in in_stage)}
+        if s == 0:
+            st["tables"] = ["workers", "l2_forward"]
+        if profile.has_stage_limits:
+            st["alus_limit"] = profile.alus_per_stage
+            st["sram_blocks_limit"] = profile.sram_blocks_per_stage
+        stages.append(st)
+    lay.registers, lay.stages = regs, stages
+    if profile.has_stage_limits:
+        for st in stages:
+            if st["sram_blocks_used"] > profile.sram_blocks_per_stage:
+                big = max((r for r in regs if r["stage"] == st["index"]), key=lambda r: r["sram_blocks"])
+                lay.failure = ("slots", f"slots={slots} needs {st['sram_blocks_used']} SRAM blocks in stage {st['index']} "
+                                        f"({len(st['registers'])} arrays of {big['entries']} x {big['entry_bits']}-bit entries); "
+                                        f"{profile.name} has {profile.sram_blocks_per_stage} per stage")
+                return lay
+    if profile.max_register_entries is not None:
+        for r in regs:
+            if r["entries"] > profile.max_register_entries:
+                lay.failure = ("slots", f"slots={slots} needs {r['entries']} entries in register {r['name']}; "
+                                        f"{profile.name} allows {profile.max_register_entries}")
+                return lay
+    return lay
+
+
+def _largest_slots(profile: TargetProfile, spec: Spec, variant: str, elements: int) -> int:
+    lo, hi = 0, MAX_HEADER_SLOTS
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _build_layout(profile, spec, variant, elements, mid).failure is None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _largest_elements(profile: TargetProfile, spec: Spec, variant: str, slots: int, one_pass: bool = False,
+                      power_of_two: bool = False) -> int:
+    from .spec import MAX_ELEMENTS
+
+    for e in range(MAX_ELEMENTS, 1, -2):
+        if power_of_two and e & (e - 1):
+            continue
+        lay = _build_layout(profile, spec, variant, e, slots)
+        if lay.failure is None and (not one_pass or lay.passes == 1):
+            return e
+    return 0
+
+
+def _default_elements(profile: TargetProfile, spec: Spec, variant: str) -> int:
+    """The largest power of two that fits one pass (at a single slot)."""
+    return _largest_elements(profile, spec, variant, 1, one_pass=True, power_of_two=True)
+
+
+def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout) -> InfeasibleError:
+    limit, why = lay.failure
+    variant = lay.variant
+    if limit == "slots":
+        best = _largest_slots(profile, spec, variant, lay.elements)
+        tail = f"the largest slots that fits is {best}" if best else "no slot count fits"
+        tail += f" (at elements_per_packet={lay.elements}, {variant} variant)"
+    elif limit == "elements":
+        best = _largest_elements(profile, spec, variant, min(lay.slots, MAX_HEADER_SLOTS))
+        tail = f"the largest elements_per_packet that fits is {best}" if best else "no element count fits"
+        tail += f" (at slots={lay.slots}, {variant} variant)"
+    else:
+        best = BITMAP_WORD_BITS * (profile.alus_per_stage or 0)
+        tail = f"the largest max_workers that fits is {best}"
+    return InfeasibleError(f"{why}; {tail}")
+
+
+def fit(spec: Spec, profile: TargetProfile) -> Layout:
+    """Choose the variant and element count and lay the spec out, or raise."""
+    variants = ["hardened", "reference"] if spec.variant == "auto" else [spec.variant]
+    first_failure: Layout | None = None
+    for variant in variants:
+        elements = spec.elements_per_packet
+        if elements is None:
+            elements = _default_elements(profile, spec, variant)
+            if elements == 0:
+                lay = _build_layout(profile, spec, variant, profile.lanes_per_register, spec.slots)
+                if lay.failure is None:
+                    lay.failure = ("elements", f"no element count fits one pass of {profile.name} ({variant} variant)")
+                first_failure = first_failure or lay
+                continue
+        lay = _build_layout(profile, spec, variant, elements, spec.slots)
+        if lay.failure is None:
+            return lay
+        first_failure = first_failure or lay
+    assert first_failure is not None
+    raise _infeasible(profile, spec, first_failure)
+
+
+# ---------------------------------------------------------------------------
+# P4 program structure: tables, actions, counters and their P4Runtime IDs
+
+def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list[dict[str, Any]],
+             profile: TargetProfile) -> tuple[list, list, list, list]:
+    jobs_x_workers = plan_params["jobs"] * plan_params["max_workers"]
+    actions: list[dict[str, Any]] = []
+    tables: list[dict[str, Any]] = []
+
+    def action(name, params=(), scope="ingress"):
+        a = {"name": name, "scope": scope, "params": [{"name": n, "bits": b} for n, b in params]}
+        actions.append(a)
+        return name
+
+    set_worker = action("set_worker", [("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
+                                       ("slot_base", 16), ("slot_count", 16), ("mgid", 16)])
+    drop_unknown = action("drop_unknown")
+    l2_unicast = action("l2_unicast", [("port", 9)])
+    l2_flood = action("l2_flood")
+    tables.append({"name": "workers", "scope": "ingress", "size": jobs_x_workers,
+                   "keys": [{"name": "job", "field": "agg.job", "bits": 8, "match": "exact"},
+                            {"name": "ingress_port", "field": "ingress_port", "bits": 9, "match": "exact"},
+                            {"name": "src_addr", "field": "ipv4.src_addr", "bits": 32, "match": "exact"},
+                            {"name": "src_port", "field": "udp.src_port", "bits": 16, "match": "exact"}],
+                   "actions": [set_worker, drop_unknown], "default_action": drop_unknown, "const": False})
+    tables.append({"name": "l2_forward", "scope": "ingress", "size": 1024,
+                   "keys": [{"name": "dst_addr", "field": "ethernet.dst_addr", "bits": 48, "match": "exact"}],
+                   "actions": [l2_unicast, l2_flood], "default_action": l2_flood, "const": False})
+    for st in table["steps"]:
+        op_action = action(f"set_{st['name']}_op", [("op", 8)])
+        entries = []
+        for obs, rule in decision.expand(st["keys"], st["rules"]):
+            entries.append({"match": {k: decision.CODES[k][v] for k, v in obs.items()},
+                            "action": op_action, "args": {"op": plan_params["op_codes"][st["role"]][rule["op"]]},
+                            "comment": " ".join(f"{k}={v}" for k, v in obs.items()) + f" -> {rule['op']}"})
+        tables.append({"name": f"dt_{st['name']}", "scope": "ingress", "size": max(1, len(entries)),
+                       "keys": [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in st["keys"]],
+                       "actions": [op_action], "default_action": op_action, "default_args": {"op": 0},
+                       "const": True, "entries": entries})
+    set_outcome = action("set_outcome", [("outcome", 8), ("stat", 8)])
+    out = table["outcome"]
+    entries = []
+    for obs, rule in decision.expand(out["keys"], out["rules"]):
+        entries.append({"match": {k: decision.CODES[k][v] for k, v in obs.items()}, "action": set_outcome,
+                        "args": {"outcome": decision.OUTCOME_CODES[rule["action"]], "stat": decision.STATS.index(rule["stat"])},
+                        "comment": " ".join(f"{k}={v}" for k, v in obs.items()) + f" -> {rule['action']} ({rule['stat']})"})
+    tables.append({"name": "dt_outcome", "scope": "ingress", "size": len(entries),
+                   "keys": [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in out["keys"]],
+                   "actions": [set_outcome], "default_action": set_outcome,
+                   "default_args": {"outcome": decision.OUTCOME_CODES["drop"], "stat": decision.STATS.index("drop_duplicate")},
+                   "const": True, "entries": entries})
+    set_dst = action("set_result_dst", [("dst_mac", 48), ("dst_ip", 32), ("dst_port", 16)], scope="egress")
+    not_a_result = action("not_a_result", scope="egress")
+    tables.append({"name": "result_dst", "scope": "egress", "size": jobs_x_workers,
+                   "keys": [{"name": "rid", "field": "egress_rid", "bits": 16, "match": "exact"}],
+                   "actions": [set_dst, not_a_result], "default_action": not_a_result, "const": False})
+
+    counters = [{"name": "stats", "scope": "ingress", "size": len(decision.STATS), "unit": "packets_and_bytes",
+                 "indices": list(decision.STATS)}]
+    p4regs = [{"name": r["name"], "scope": "ingress", "size": r["entries"], "bits": r["entry_bits"]} for r in registers]
+
+    for i, a in enumerate(actions):
+        a["id"] = 0x01000000 | (i + 1)
+    for i, t in enumerate(tables):
+        t["id"] = 0x02000000 | (i + 1)
+    for i, c in enumerate(counters):
+        c["id"] = 0x12000000 | (i + 1)
+    for i, r in enumerate(p4regs):
+        r["id"] = 0x16000000 | (i + 1)
+    return tables, actions, counters, p4regs
+
+
+def _resources(profile: TargetProfile, lay: Layout) -> dict[str, Any]:
+    res: dict[str, Any] = {
+        "stages_used": len(lay.stages),
+        "stages_limit": profile.stages,
+        "alus_used": sum(s["alus_used"] for s in lay.stages),
+        "alus_limit": (profile.stages * profile.alus_per_stage) if profile.has_stage_limits else None,
+        "sram_blocks_used": sum(s["sram_blocks_used"] for s in lay.stages),
+        "sram_blocks_limit": (profile.stages * profile.sram_blocks_per_stage) if profile.has_stage_limits else None,
+        "phv_bits_used": lay.phv_bits,
+        "phv_bits_limit": profile.phv_budget_bits,
+        "passes": lay.passes,
+        "passes_limit": profile.max_passes,
+        "register_bits": sum(r["entries"] * r["entry_bits"] for r in lay.registers),
+    }
+    return res
+
+
+def _alternative(profile: TargetProfile, spec: Spec, lay: Layout) -> dict[str, Any]:
+    other = "reference" if lay.variant == "hardened" else "hardened"
+    alt = _build_layout(profile, spec, other, lay.elements, lay.slots)
+    if alt.failure is not None:
+        return {"variant": other, "fits": False, "why": alt.failure[1]}
+    return {"variant": other, "fits": True,
+            "register_arrays": len(alt.registers), "register_arrays_delta": len(alt.registers) - len(lay.registers),
+            "stages": len(alt.stages), "stages_delta": len(alt.stages) - len(lay.stages),
+            "sram_blocks": sum(s["sram_blocks_used"] for s in alt.stages),
+            "sram_blocks_delta": sum(s["sram_blocks_used"] for s in alt.stages) - sum(s["sram_blocks_used"] for s in lay.stages),
+            "register_bits_delta": sum(r["entries"] * r["entry_bits"] for r in alt.registers)
+                                   - sum(r["entries"] * r["entry_bits"] for r in lay.registers)}
+
+
+def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
+    """Run the planner passes and return the Plan."""
+    lay = fit(spec, profile)
+    table = decision.decision_table(lay.variant)
+    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+    params = {
+        "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
+        "elements_per_packet": lay.elements, "elements_per_pass": lay.per_pass, "passes": lay.passes,
+        "pass_bits": lay.pass_bits, "value_width": spec.value_width, "lanes": profile.lanes_per_register,
+        "bitmap_words": words, "bitmap_word_bits": BITMAP_WORD_BITS, "slot_bits": SLOT_BITS,
+        "udp_port_min": UDP_PORT_MIN, "udp_port_max": UDP_PORT_MAX, "exponent_bias": EXPONENT_BIAS,
+        "flood_group_base": FLOOD_GROUP_BASE, "recirc_port": RECIRC_PORT[profile.arch],
+        "msg_contribution": 0, "msg_result": 1,
+        "op_codes": {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()},
+        "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),
+    }
+    headers = [{"name": n, "fields": [{"name": f, "bits": b} for f, b in fields],
+                "bytes": sum(b for _, b in fields) // 8} for n, fields in HEADERS]
+    headers.append({"name": "data", "repeat": lay.passes,
+                    "fields": [{"name": f"d{i}", "bits": spec.value_width} for i in range(lay.per_pass)],
+                    "bytes": lay.per_pass * spec.value_width // 8})
+    if lay.passes > 1:
+        headers.append({"name": PASS_HEADER[0], "internal": True,
+                        "fields": [{"name": f, "bits": b} for f, b in PASS_HEADER[1]],
+                        "bytes": sum(b for _, b in PASS_HEADER[1]) // 8})
+    tables, actions, counters, p4regs = _program({**params}, table, lay.registers, profile)
+    for r, p in zip(lay.registers, p4regs):
+        r["id"] = p["id"]
+    norm_spec = spec.to_dict()
+    norm_spec.update({"variant": lay.variant, "elements_per_packet": lay.elements})
+    data = {
+        "schema": SCHEMA,
+        "generator": {"name": "p4gen", "version": __version__},
+        "spec": norm_spec,
+        "requested_variant": spec.variant,
+        "target": profile.to_dict(),
+        "protocol": spec.protocol,
+        "variant": lay.variant,
+        "params": params,
+        "headers": headers,
+        "metadata": [{"name": n, "bits": b} for n, b in METADATA],
+        "registers": lay.registers,
+        "stages": lay.stages,
+        "tables": tables,
+        "actions": actions,
+        "counters": counters,
+        "decision": table,
+        "resources": _resources(profile, lay),
+        "alternative": _alternative(profile, spec, lay),
+        "limits": {"largest_slots": _largest_slots(profile, spec, lay.variant, lay.elements)},
+        "p4names": {"ingress": "P4genIngress", "egress": "P4genEgress",
+                    "prefix": "pipe." if profile.is_tna else ""},
+    }
+    return Plan(data)

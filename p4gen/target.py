@@ -1,0 +1,157 @@
+"""Target profiles: the resource limits of a switch, kept as data files.
+
+Built-in profiles live in ``p4gen/targets/*.toml``; a user's own profile is
+loaded from any path with the same keys.  A key left out of a profile means
+the target has no such limit (BMv2 has no MAU stages, for instance).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import TargetError
+
+ARCHES = ("tna", "t2na", "v1model")
+
+# key -> (type, minimum, required)
+_INT_FIELDS: dict[str, tuple[int, bool]] = {
+    "pipes": (1, True),
+    "stages": (1, False),
+    "alus_per_stage": (1, False),
+    "alu_width_bits": (8, False),
+    "lanes_per_register": (1, True),
+    "sram_blocks_per_stage": (1, False),
+    "sram_block_words": (1, False),
+    "sram_block_width_bits": (8, False),
+    "register_spare_blocks": (0, False),
+    "phv_bits": (64, False),
+    "tagalong_bits": (0, False),
+    "max_register_entries": (1, False),
+    "max_passes": (1, True),
+    "mtu_bytes": (128, True),
+}
+_STR_FIELDS = ("name", "arch", "description")
+_FLOAT_FIELDS = ("aggregate_rate_gbps",)
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetProfile:
+    name: str
+    arch: str
+    description: str
+    pipes: int
+    lanes_per_register: int
+    max_passes: int
+    mtu_bytes: int
+    stages: int | None = None
+    alus_per_stage: int | None = None
+    alu_width_bits: int | None = None
+    sram_blocks_per_stage: int | None = None
+    sram_block_words: int | None = None
+    sram_block_width_bits: int | None = None
+    register_spare_blocks: int | None = None
+    phv_bits: int | None = None
+    tagalong_bits: int | None = None
+    max_register_entries: int | None = None
+    aggregate_rate_gbps: float | None = None
+    source: str = "builtin"
+
+    @property
+    def is_tna(self) -> bool:
+        return self.arch in ("tna", "t2na")
+
+    @property
+    def has_stage_limits(self) -> bool:
+        return self.stages is not None
+
+    @property
+    def phv_budget_bits(self) -> int | None:
+        if self.phv_bits is None:
+            return None
+        return self.phv_bits + (self.tagalong_bits or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d.pop("source")
+        return {k: v for k, v in d.items() if v is not None}
+
+    def sram_blocks_for(self, entries: int, entry_bits: int) -> int:
+        """SRAM blocks (spare included) for a register of ``entries`` x ``entry_bits``."""
+        assert self.sram_block_words and self.sram_block_width_bits
+        per_word = max(1, self.sram_block_width_bits // entry_bits)
+        words = -(-entries // per_word)
+        return -(-words // self.sram_block_words) + (self.register_spare_blocks or 0)
+
+
+def builtin_names() -> list[str]:
+    files = resources.files("p4gen").joinpath("targets")
+    return sorted(p.name[: -len(".toml")] for p in files.iterdir() if p.name.endswith(".toml"))
+
+
+def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
+    known = set(_INT_FIELDS) | set(_STR_FIELDS) | set(_FLOAT_FIELDS)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise TargetError(f"target profile {source}: unknown key {unknown[0]!r}; known keys: {', '.join(sorted(known))}")
+    kwargs: dict[str, Any] = {"source": source}
+    for key in _STR_FIELDS:
+        if key not in data:
+            raise TargetError(f"target profile {source}: missing required key {key!r}")
+        if not isinstance(data[key], str) or not data[key]:
+            raise TargetError(f"target profile {source}: {key}={data[key]!r} must be a non-empty string")
+        kwargs[key] = data[key]
+    if kwargs["arch"] not in ARCHES:
+        raise TargetError(f"target profile {source}: arch={kwargs['arch']!r} must be one of {', '.join(ARCHES)}")
+    for key, (minimum, required) in _INT_FIELDS.items():
+        if key not in data:
+            if required:
+                raise TargetError(f"target profile {source}: missing required key {key!r}")
+            continue
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TargetError(f"target profile {source}: {key}={value!r} must be an integer >= {minimum}")
+        if value < minimum:
+            raise TargetError(f"target profile {source}: {key}={value} must be >= {minimum}")
+        kwargs[key] = value
+    for key in _FLOAT_FIELDS:
+        if key in data:
+            value = data[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise TargetError(f"target profile {source}: {key}={value!r} must be a non-negative number")
+            kwargs[key] = float(value)
+    profile = TargetProfile(**kwargs)
+    staged = ("stages", "alus_per_stage", "sram_blocks_per_stage", "sram_block_words", "sram_block_width_bits")
+    present = [k for k in staged if getattr(profile, k) is not None]
+    if present and len(present) != len(staged):
+        missing = [k for k in staged if getattr(profile, k) is None]
+        raise TargetError(f"target profile {source}: {present[0]!r} is set, so {missing[0]!r} must be set too")
+    if profile.is_tna and not present:
+        raise TargetError(f"target profile {source}: arch={profile.arch!r} needs stages, alus_per_stage and SRAM geometry")
+    return profile
+
+
+def load_target_file(path: str | Path) -> TargetProfile:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TargetError(f"target file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TargetError(f"target file {str(p)!r} cannot be read: {exc.__class__.__name__}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise TargetError(f"target file {str(p)!r} is not valid TOML: {exc}") from None
+    return _from_mapping(data, str(p))
+
+
+def load_target(name: str) -> TargetProfile:
+    names = builtin_names()
+    if name not in names:
+        raise TargetError(f"unknown target {name!r}; known targets: {', '.join(names)} (or pass --target-file PATH)")
+    text = resources.files("p4gen").joinpath("targets", f"{name}.toml").read_text(encoding="utf-8")
+    return _from_mapping(tomllib.loads(text), "builtin")
