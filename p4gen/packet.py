@@ -1,0 +1,363 @@
+"""Packet codec derived from ``plan["headers"]`` (the only copy of the layout).
+
+Every header in the plan is a list of fields ``{name, bits}`` in network
+byte order, most significant bit first; the ``data`` header repeats
+``repeat`` (= passes) times and holds ``elements_per_pass`` values of
+``value_width`` bits.  Headers marked ``internal`` (the recirculation pass
+header) never appear on the wire and are skipped here.
+
+:class:`Layout` turns that list into byte offsets, a compiled
+:class:`struct.Struct` for the fixed headers (the fast path of the model
+and the data plane) and a big-endian numpy dtype for the payload.  Frames
+that are truncated or malformed raise :class:`MalformedPacket`; frames that
+are not aggregation packets at all raise :class:`ForeignPacket`.  Callers
+count such frames and drop them.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from .errors import P4genError
+
+ETHERTYPE_IPV4 = 0x0800
+IPPROTO_UDP = 17
+FIXED_HEADERS = ("ethernet", "ipv4", "udp", "agg")
+
+
+class PacketError(P4genError):
+    """A frame cannot be decoded as an aggregation packet."""
+
+
+class MalformedPacket(PacketError):
+    """An aggregation frame is truncated or has an invalid field."""
+
+
+class ForeignPacket(PacketError):
+    """A frame is not an aggregation packet (other ether type, protocol or port)."""
+
+
+@dataclass(frozen=True)
+class Field:
+    header: str
+    name: str
+    bits: int
+    bit_offset: int          # from the start of the header, MSB first
+
+
+@dataclass(frozen=True)
+class Header:
+    name: str
+    offset: int              # byte offset in the frame
+    nbytes: int
+    fields: tuple[Field, ...]
+
+    def decode(self, buf, offset: int | None = None) -> dict[str, int]:
+        o = self.offset if offset is None else offset
+        if len(buf) < o + self.nbytes:
+            raise MalformedPacket(f"frame of {len(buf)} bytes is too short for header {self.name!r} "
+                                  f"(needs {o + self.nbytes})")
+        v = int.from_bytes(buf[o:o + self.nbytes], "big")
+        total = self.nbytes * 8
+        return {f.name: (v >> (total - f.bit_offset - f.bits)) & ((1 << f.bits) - 1) for f in self.fields}
+
+    def encode(self, values: Mapping[str, int]) -> bytes:
+        unknown = set(values) - {f.name for f in self.fields}
+        if unknown:
+            raise PacketError(f"header {self.name!r} has no field {sorted(unknown)[0]!r}")
+        total = self.nbytes * 8
+        v = 0
+        for f in self.fields:
+            x = int(values.get(f.name, 0))
+            if not 0 <= x < (1 << f.bits):
+                raise PacketError(f"{self.name}.{f.name}={x} does not fit in {f.bits} bits")
+            v |= x << (total - f.bit_offset - f.bits)
+        return v.to_bytes(self.nbytes, "big")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where a fixed-header field sits in the compiled struct's tuple."""
+
+    index: int
+    shift: int | None        # None: the field is the whole unit
+    mask: int
+    raw: bool                # unit is a bytes string (e.g. 48-bit MAC)
+
+
+def _plan_data(plan: Any) -> dict[str, Any]:
+    return plan.data if hasattr(plan, "data") else plan
+
+
+class Layout:
+    """Byte layout of aggregation frames, computed from a plan's headers."""
+
+    def __init__(self, plan: Any):
+        data = _plan_data(plan)
+        params = data["params"]
+        self.params = params
+        self.headers: dict[str, Header] = {}
+        offset = 0
+        data_hdr = None
+        for h in data["headers"]:
+            if h.get("internal"):
+                continue
+            fields, bit = [], 0
+            for f in h["fields"]:
+                fields.append(Field(h["name"], f["name"], int(f["bits"]), bit))
+                bit += int(f["bits"])
+            if bit % 8:
+                raise PacketError(f"plan header {h['name']!r} is {bit} bits, not whole bytes")
+            hdr = Header(h["name"], offset, bit // 8, tuple(fields))
+            self.headers[h["name"]] = hdr
+            if h["name"] == "data":
+                data_hdr = h
+                offset += hdr.nbytes * int(h.get("repeat", 1))
+            else:
+                offset += hdr.nbytes
+        missing = [n for n in FIXED_HEADERS + ("data",) if n not in self.headers]
+        if missing:
+            raise PacketError(f"plan headers lack {missing[0]!r}")
+        widths = {f["bits"] for f in data_hdr["fields"]}
+        if len(widths) != 1 or widths.pop() not in (8, 16, 32, 64):
+            raise PacketError("plan data header must hold values of one width of 8, 16, 32 or 64 bits")
+        self.value_width = int(data_hdr["fields"][0]["bits"])
+        self.passes = int(data_hdr.get("repeat", 1))
+        self.elements_per_pass = len(data_hdr["fields"])
+        self.elements = self.passes * self.elements_per_pass
+        self.values_offset = self.headers["data"].offset
+        self.frame_len = offset                          # eth .. last data header
+        self.value_dtype = np.dtype(f">u{self.value_width // 8}")
+        self.native_dtype = np.dtype(f"u{self.value_width // 8}")
+        self.udp_port_min = int(params["udp_port_min"])
+        self.udp_port_max = int(params["udp_port_max"])
+        self._compile()
+
+    # -- compiled struct over the fixed headers --------------------------
+    def _compile(self) -> None:
+        fmt, slots, sizes = [">"], {}, []
+        pending: list[Field] = []
+        acc = 0
+        index = 0
+        for name in FIXED_HEADERS:
+            hdr = self.headers[name]
+            if hdr.offset != sum(self.headers[n].nbytes for n in FIXED_HEADERS[:FIXED_HEADERS.index(name)]):
+                raise PacketError(f"plan header {name!r} is not where the fixed headers expect it")
+            for f in hdr.fields:
+                pending.append(f)
+                acc += f.bits
+                if acc % 8:
+                    continue
+                code = {8: "B", 16: "H", 32: "I", 64: "Q"}.get(acc)
+                raw = code is None
+                fmt.append(f"{acc // 8}s" if raw else code)
+                sizes.append(acc // 8)
+                shift = acc
+                for pf in pending:
+                    shift -= pf.bits
+                    whole = len(pending) == 1
+                    slots[f"{pf.header}.{pf.name}"] = Slot(index, None if whole else shift, (1 << pf.bits) - 1, raw)
+                index += 1
+                pending, acc = [], 0
+        if pending:
+            raise PacketError("plan fixed headers do not end on a byte boundary")
+        self.struct = struct.Struct("".join(fmt))
+        self.fixed_len = self.struct.size
+        self.slots = slots
+        self.unit_sizes = sizes
+        ipv4 = self.headers["ipv4"]
+        self.ipv4_offset = ipv4.offset
+        self.ipv4_len = ipv4.nbytes
+        ck = next(f for f in ipv4.fields if f.name == "hdr_checksum")
+        self.ipv4_checksum_offset = ipv4.offset + ck.bit_offset // 8
+
+    def slot(self, name: str) -> Slot:
+        try:
+            return self.slots[name]
+        except KeyError:
+            raise PacketError(f"no header field {name!r} in the plan") from None
+
+    def get(self, unpacked, name: str):
+        s = self.slots[name]
+        v = unpacked[s.index]
+        if s.raw:
+            v = int.from_bytes(v, "big")
+            return v if s.shift is None else (v >> s.shift) & s.mask
+        return v if s.shift is None else (v >> s.shift) & s.mask
+
+    def setter(self, name: str):
+        """f(list_of_units, value) that writes one field into an unpacked list."""
+        s = self.slot(name)
+        i, sh, m = s.index, s.shift, s.mask
+        if s.raw:
+            n = self.unit_sizes[i]
+            if sh is None:
+                def set_raw(vals, value):
+                    vals[i] = value if isinstance(value, bytes) else int(value).to_bytes(n, "big")
+                return set_raw
+
+            def set_raw_sub(vals, value):
+                v = int.from_bytes(vals[i], "big")
+                v = (v & ~(m << sh)) | ((int(value) & m) << sh)
+                vals[i] = v.to_bytes(n, "big")
+            return set_raw_sub
+        if sh is None:
+            def set_whole(vals, value):
+                vals[i] = value
+            return set_whole
+        clear = ~(m << sh)
+
+        def set_sub(vals, value):
+            vals[i] = (vals[i] & clear) | ((value & m) << sh)
+        return set_sub
+
+    # -- generic decode / encode ------------------------------------------
+    def classify(self, frame) -> None:
+        """Raise ForeignPacket / MalformedPacket unless ``frame`` is an aggregation packet."""
+        eth = self.headers["ethernet"]
+        e = eth.decode(frame)
+        if e["ether_type"] != ETHERTYPE_IPV4:
+            raise ForeignPacket(f"ether type 0x{e['ether_type']:04x} is not IPv4")
+        ip = self.headers["ipv4"].decode(frame)
+        if ip["ihl"] != 5:
+            raise ForeignPacket(f"IPv4 ihl={ip['ihl']} (options) is not an aggregation packet")
+        if ip["protocol"] != IPPROTO_UDP:
+            raise ForeignPacket(f"IP protocol {ip['protocol']} is not UDP")
+        udp = self.headers["udp"].decode(frame)
+        if not self.udp_port_min <= udp["dst_port"] <= self.udp_port_max:
+            raise ForeignPacket(f"UDP port {udp['dst_port']} is outside "
+                                f"{self.udp_port_min}..{self.udp_port_max}")
+        if len(frame) < self.frame_len:
+            raise MalformedPacket(f"aggregation frame of {len(frame)} bytes is shorter than {self.frame_len}")
+
+    def decode(self, frame) -> tuple[dict[str, dict[str, int]], np.ndarray]:
+        """Aggregation frame -> ({header: {field: int}}, values as a native uint array)."""
+        self.classify(frame)
+        hdrs = {n: self.headers[n].decode(frame) for n in FIXED_HEADERS}
+        return hdrs, self.values(frame)
+
+    def values(self, frame) -> np.ndarray:
+        if len(frame) < self.frame_len:
+            raise MalformedPacket(f"aggregation frame of {len(frame)} bytes is shorter than {self.frame_len}")
+        return np.frombuffer(frame, self.value_dtype, self.elements, self.values_offset).astype(self.native_dtype)
+
+    def encode(self, hdrs: Mapping[str, Mapping[str, int]], values, fix: bool = True) -> bytes:
+        """({header: {field: int}}, values) -> frame.  ``fix`` fills lengths and checksums."""
+        v = np.asarray(values)
+        if v.shape != (self.elements,) and v.size != self.elements:
+            raise PacketError(f"{v.size} values given; the plan carries {self.elements} per packet")
+        if np.issubdtype(v.dtype, np.signedinteger):
+            v = v.astype(np.int64) & ((1 << self.value_width) - 1)
+        payload = v.reshape(-1).astype(self.value_dtype).tobytes()
+        h = {n: dict(hdrs.get(n, {})) for n in FIXED_HEADERS}
+        if fix:
+            ipl = self.frame_len - self.ipv4_offset
+            h["ipv4"].setdefault("version", 4)
+            h["ipv4"].setdefault("ihl", 5)
+            h["ipv4"].setdefault("ttl", 64)
+            h["ipv4"].setdefault("protocol", IPPROTO_UDP)
+            h["ipv4"]["total_len"] = ipl
+            h["ipv4"]["hdr_checksum"] = 0
+            h["udp"]["length"] = ipl - self.ipv4_len
+            h["udp"]["checksum"] = 0
+            h["ethernet"].setdefault("ether_type", ETHERTYPE_IPV4)
+        head = bytearray(b"".join(self.headers[n].encode(h[n]) for n in FIXED_HEADERS))
+        if fix:
+            fix_ipv4_checksum(head, self.ipv4_offset, self.ipv4_len, self.ipv4_checksum_offset)
+        return bytes(head) + payload
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """Internet checksum of an IPv4 header whose checksum field is zero."""
+    n = len(header) // 2
+    s = sum(struct.unpack(f">{n}H", header[:2 * n]))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def fix_ipv4_checksum(buf: bytearray, offset: int, length: int, ck_offset: int) -> None:
+    buf[ck_offset:ck_offset + 2] = b"\0\0"
+    struct.pack_into(">H", buf, ck_offset, ipv4_checksum(bytes(buf[offset:offset + length])))
+
+
+# -- addresses ---------------------------------------------------------------
+def mac(value: str | int | bytes) -> int:
+    """'02:00:00:00:00:01' / bytes / int -> 48-bit int."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return int.from_bytes(value, "big")
+    parts = value.split(":")
+    if len(parts) != 6:
+        raise PacketError(f"MAC address {value!r} must have 6 octets")
+    return int("".join(f"{int(p, 16):02x}" for p in parts), 16)
+
+
+def ip(value: str | int) -> int:
+    """'10.0.0.1' / int -> 32-bit int."""
+    if isinstance(value, int):
+        return value
+    parts = value.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
+        raise PacketError(f"IPv4 address {value!r} is not dotted quad")
+    return int.from_bytes(bytes(int(p) for p in parts), "big")
+
+
+# -- worker frames -------------------------------------------------------------
+@dataclass(frozen=True)
+class Endpoint:
+    mac: int
+    ip: int
+    port: int
+
+
+def endpoint(mac_addr, ip_addr, port: int) -> Endpoint:
+    return Endpoint(mac(mac_addr), ip(ip_addr), int(port))
+
+
+def contribution_frame(layout: Layout, src: Endpoint, dst: Endpoint, *, job: int, tsi: int,
+                       pool_index: int, exponent: int, values: Iterable[int] | np.ndarray,
+                       msg_type: int | None = None) -> bytes:
+    """A worker's contribution (msg_type 0): values are wire integers (signed values wrap)."""
+    mt = layout.params["msg_contribution"] if msg_type is None else msg_type
+    hdrs = {
+        "ethernet": {"dst_addr": dst.mac, "src_addr": src.mac},
+        "ipv4": {"src_addr": src.ip, "dst_addr": dst.ip},
+        "udp": {"src_port": src.port, "dst_port": dst.port},
+        "agg": {"msg_type": mt, "job": job, "exponent": exponent, "tsi": tsi, "pool_index": pool_index},
+    }
+    return layout.encode(hdrs, np.asarray(values))
+
+
+@dataclass(frozen=True)
+class Result:
+    job: int
+    tsi: int
+    pool_index: int
+    exponent: int
+    values: np.ndarray           # native unsigned wire values (wrap-around sums)
+    headers: dict[str, dict[str, int]]
+
+
+def parse_result(layout: Layout, frame) -> Result:
+    """A switch result (msg_type 1) -> Result; anything else raises a PacketError."""
+    hdrs, values = layout.decode(frame)
+    agg = hdrs["agg"]
+    if agg["msg_type"] != layout.params["msg_result"]:
+        raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a result "
+                              f"({layout.params['msg_result']})")
+    return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
+
+
+def parse_contribution(layout: Layout, frame) -> Result:
+    """A contribution (msg_type 0) -> Result-shaped record (used by tests and tools)."""
+    hdrs, values = layout.decode(frame)
+    agg = hdrs["agg"]
+    if agg["msg_type"] != layout.params["msg_contribution"]:
+        raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a contribution")
+    return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
