@@ -37,8 +37,8 @@ CODES: dict[str, dict[str, int]] = {
 OUTCOME_CODES = {v: k for k, v in ops.OUTCOME_NAMES.items()}
 
 # packet counter indices (one indexed counter array in the program)
+# Every packet is counted exactly once, under its fate.
 STATS = [
-    "agg_rx",            # aggregation packets from known workers, in-range slot
     "absorbed",          # contribution stored, no packet out
     "multicast",         # last contribution: result sent to every worker
     "unicast",           # retransmission to a complete slot: result to its sender

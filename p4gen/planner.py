@@ -50,14 +50,16 @@ HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
     # msg_type: 0 = contribution (worker -> switch), 1 = result (switch -> worker)
     ("agg", [("msg_type", 4), ("flags", 4), ("job", 8), ("exponent", 8), ("tsi", 32), ("pool_index", 16)]),
 ]
-PASS_HEADER = ("pass", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16), ("vidx", 32)])
+# prepended to a packet that recirculates for its next pass (multi-pass layouts)
+PASS_HEADER = ("recirc", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16),
+                          ("port", 16), ("vidx", 32)])
 
 METADATA: list[tuple[str, int]] = [
     ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
     ("slot_base", 16), ("slot_count", 16), ("mgid", 16), ("slot", 16), ("copy", 1),
     ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8),
     ("chunk_op", 8), ("bitmap_op", 8), ("counter_op", 8), ("exponent_op", 8), ("values_op", 8),
-    ("outcome", 8), ("stat", 8),
+    ("outcome", 8), ("stat", 8), ("in_port", 16),
 ]
 
 
@@ -169,7 +171,7 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     if variant == "hardened":
         groups.append([reg("chunk", "chunk", sc, CHUNK_BITS, 1, "slot_copy")])
     groups.append([reg(f"bitmap{i}", "bitmap", slots, BITMAP_WORD_BITS, 2, "slot", word=i) for i in range(words)])
-    counter = reg("counter", "counter", sc, COUNTER_BITS, 1, "slot_copy")
+    counter = reg("worker_count", "counter", sc, COUNTER_BITS, 1, "slot_copy")
     exponent = reg("exponent", "exponent", sc, EXPONENT_BITS, 1, "slot_copy")
     ventries = sc << lay.pass_bits
     values = [reg(f"values{j}", "values", ventries, w, lanes, "slot_copy_pass", elements=[j * lanes + i for i in range(lanes)])
@@ -272,15 +274,15 @@ def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout) -> InfeasibleEr
     variant = lay.variant
     if limit == "slots":
         best = _largest_slots(profile, spec, variant, lay.elements)
-        tail = f"the largest slots that fits is {best}" if best else "no slot count fits"
+        tail = f"the largest slots that fits {profile.name} is {best}" if best else "no slot count fits"
         tail += f" (at elements_per_packet={lay.elements}, {variant} variant)"
     elif limit == "elements":
         best = _largest_elements(profile, spec, variant, min(lay.slots, MAX_HEADER_SLOTS))
-        tail = f"the largest elements_per_packet that fits is {best}" if best else "no element count fits"
+        tail = f"the largest elements_per_packet that fits {profile.name} is {best}" if best else "no element count fits"
         tail += f" (at slots={lay.slots}, {variant} variant)"
     else:
         best = BITMAP_WORD_BITS * (profile.alus_per_stage or 0)
-        tail = f"the largest max_workers that fits is {best}"
+        tail = f"the largest max_workers that fits {profile.name} is {best}"
     return InfeasibleError(f"{why}; {tail}")
 
 
@@ -343,7 +345,8 @@ def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list
                             "comment": " ".join(f"{k}={v}" for k, v in obs.items()) + f" -> {rule['op']}"})
         tables.append({"name": f"dt_{st['name']}", "scope": "ingress", "size": max(1, len(entries)),
                        "keys": [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in st["keys"]],
-                       "actions": [op_action], "default_action": op_action, "default_args": {"op": 0},
+                       "actions": [op_action], "default_action": op_action,
+                       "default_args": {"op": plan_params["op_codes"][st["role"]].get("nop", 0)},
                        "const": True, "entries": entries})
     set_outcome = action("set_outcome", [("outcome", 8), ("stat", 8)])
     out = table["outcome"]

@@ -1,0 +1,262 @@
+"""Build orchestration: plan, emit, cache and write an output directory.
+
+Builds are content-addressed.  The key covers the generator version and
+source, every template, the normalised spec and the target profile (and,
+for ``--compile``, the compiler's version).  A cache entry is a directory
+with a manifest of SHA-256 digests; an entry whose files do not match its
+manifest is treated as a miss and rebuilt.  Cache entries and output
+directories are written to a temporary sibling first and renamed into
+place, so a crash never leaves a half-written directory behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from . import __version__
+from .emit.p4 import render_p4, template_sources
+from .emit.p4info import render_p4info
+from .emit.report import render_report_json, render_report_text
+from .errors import CompileError, OutputError
+from .plan import Plan
+from .planner import make_plan
+from .spec import Spec
+from .target import TargetProfile
+
+MARKER = ".p4gen-build.json"
+PROGRAM = "program.p4"
+OUTPUTS = (PROGRAM, "p4info.txt", "plan.json", "report.txt", "report.json")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("P4GEN_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "p4gen"
+
+
+def _generator_digest() -> str:
+    h = hashlib.sha256()
+    root = resources.files("p4gen")
+    for sub in ("", "emit", "targets"):
+        folder = root.joinpath(sub) if sub else root
+        for p in sorted(folder.iterdir(), key=lambda p: p.name):
+            if p.name.endswith((".py", ".toml")):
+                h.update(p.name.encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def build_key(spec: Spec, profile: TargetProfile, extra: dict | None = None) -> str:
+    doc = {
+        "generator": __version__,
+        "generator_source": _generator_digest(),
+        "templates": template_sources(),
+        "spec": spec.to_dict(),
+        "target": profile.to_dict(),
+        "extra": extra or {},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class BuildResult:
+    out_dir: Path
+    key: str
+    cache_hit: bool
+    plan: Plan
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def render_all(plan: Plan) -> dict[str, bytes]:
+    return {
+        PROGRAM: render_p4(plan).encode(),
+        "p4info.txt": render_p4info(plan).encode(),
+        "plan.json": plan.to_json().encode(),
+        "report.txt": render_report_text(plan).encode(),
+        "report.json": render_report_json(plan).encode(),
+    }
+
+
+# -- cache -------------------------------------------------------------------
+
+def _cache_get(key: str) -> dict[str, bytes] | None:
+    entry = cache_root() / key[:2] / key
+    manifest_path = entry / "manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        files = {}
+        for name, digest in manifest["files"].items():
+            data = (entry / name).read_bytes()
+            if _sha(data) != digest:
+                return None
+            files[name] = data
+        return files
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _cache_put(key: str, files: dict[str, bytes]) -> None:
+    parent = cache_root() / key[:2]
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=parent))
+    except OSError:
+        return  # an unwritable cache only costs speed
+    try:
+        for name, data in files.items():
+            (tmp / name).write_bytes(data)
+        (tmp / "manifest.json").write_text(json.dumps({"key": key, "files": {n: _sha(d) for n, d in files.items()}},
+                                                      indent=1, sort_keys=True))
+        final = parent / key
+        if final.exists():
+            shutil.rmtree(final, ignore_errors=True)   # corrupt entry being replaced
+        os.replace(tmp, final)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# -- output directory --------------------------------------------------------
+
+def _check_output(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"output {str(out)!r} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file() and not force:
+        raise OutputError(f"output directory {str(out)!r} is not empty and was not created by p4gen; "
+                          f"choose another --out or pass --force to write p4gen's files into it")
+
+
+def _write_output(out: Path, files: dict[str, bytes], key: str, force: bool) -> None:
+    _check_output(out, force)
+    marker = json.dumps({"generator": "p4gen", "version": __version__, "key": key,
+                         "files": {n: _sha(d) for n, d in sorted(files.items())}}, indent=1, sort_keys=True).encode()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    ours = out.is_dir() and (out / MARKER).is_file()
+    if not out.exists() or ours:
+        # build beside, then swap in: the old directory is replaced only when the new one is complete
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        try:
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+            (tmp / MARKER).write_bytes(marker)
+            if ours:
+                # keep files the user added to a p4gen directory
+                for extra in out.iterdir():
+                    if extra.name not in files and extra.name != MARKER and not (tmp / extra.name).exists():
+                        os.replace(extra, tmp / extra.name)
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+                os.replace(out, old / "d")
+                os.replace(tmp, out)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                if out.exists():
+                    out.rmdir()  # empty directory
+                os.replace(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    else:
+        # --force into a foreign directory: write only p4gen's own file names, atomically each
+        for name, data in list(files.items()) + [(MARKER, marker)]:
+            fd, tmpname = tempfile.mkstemp(prefix=f".{name}.", dir=out)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmpname, out / name)
+
+
+# -- compilers -----------------------------------------------------------------
+
+def find_compiler(arch: str) -> tuple[str, list[str]] | None:
+    """(name, argv prefix) of the compiler available for ``arch``, or None."""
+    if arch == "v1model":
+        exe = shutil.which("p4c-bm2-ss")
+        if exe:
+            return "p4c-bm2-ss", [exe, "--std", "p4-16", "--arch", "v1model"]
+        exe = shutil.which("p4test")
+        if exe:
+            return "p4test", [exe, "--std", "p4-16"]
+        return None
+    exe = shutil.which("p4test")
+    if exe:
+        inc = os.environ.get("P4GEN_TNA_INCLUDE")
+        argv = [exe, "--std", "p4-16"] + (["-I", inc] if inc else [])
+        return "p4test", argv
+    return None
+
+
+def compiler_version(argv: list[str]) -> str:
+    try:
+        res = subprocess.run([argv[0], "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CompileError(f"{argv[0]} --version failed: {exc}") from None
+    return (res.stdout + res.stderr).strip()
+
+
+def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
+    found = find_compiler(arch)
+    if found is None:
+        need = "p4c-bm2-ss or p4test" if arch == "v1model" else "p4test (with P4GEN_TNA_INCLUDE pointing at tna.p4)"
+        raise CompileError(f"--compile needs {need} on PATH; none was found")
+    name, argv = found
+    with tempfile.TemporaryDirectory(prefix="p4gen-compile-") as tmp:
+        src = Path(tmp) / PROGRAM
+        src.write_bytes(program)
+        cmd = list(argv)
+        outputs: dict[str, Path] = {}
+        if name == "p4c-bm2-ss":
+            outputs = {"program.json": Path(tmp) / "program.json", "p4info.p4c.txt": Path(tmp) / "p4info.p4c.txt"}
+            cmd += ["-o", str(outputs["program.json"]), "--p4runtime-files", str(outputs["p4info.p4c.txt"])]
+        cmd.append(str(src))
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CompileError(f"{name} did not run: {exc}") from None
+        log = (res.stdout + res.stderr).replace(str(src), PROGRAM).encode()
+        if res.returncode != 0:
+            first = next((ln for ln in log.decode().splitlines() if "error" in ln.lower()), "see compile.log")
+            raise CompileError(f"{name} rejected {PROGRAM}: {first.strip()}")
+        files = {"compile.log": log}
+        for fname, path in outputs.items():
+            if path.exists():
+                files[fname] = path.read_bytes()
+        return files
+
+
+def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
+          force: bool = False, compile_p4: bool = False) -> BuildResult:
+    out = Path(out_dir)
+    _check_output(out, force)
+    extra = {}
+    compiler = None
+    if compile_p4:
+        compiler = find_compiler(profile.arch)
+        if compiler is None:
+            compile_program(profile.arch, b"")  # raises the one-line error
+        extra = {"compiler": compiler[0], "compiler_version": compiler_version(compiler[1])}
+    key = build_key(spec, profile, extra)
+    files = _cache_get(key) if use_cache else None
+    hit = files is not None
+    if files is None:
+        plan = make_plan(spec, profile)
+        files = render_all(plan)
+        if compile_p4:
+            files.update(compile_program(profile.arch, files[PROGRAM]))
+        if use_cache:
+            _cache_put(key, files)
+    else:
+        plan = Plan.from_json(files["plan.json"].decode(), "cached plan.json")
+    _write_output(out, files, key, force)
+    return BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})

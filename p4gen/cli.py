@@ -1,0 +1,135 @@
+"""Command-line interface.  Only this module exits the process."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import __version__
+from .errors import P4genError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _cmd_targets(args: argparse.Namespace) -> int:
+    from .target import builtin_names, load_target, load_target_file
+
+    profiles = [load_target_file(args.target_file)] if args.target_file else [load_target(n) for n in builtin_names()]
+    cols = ("name", "arch", "pipes", "stages", "alus_per_stage", "sram_blocks_per_stage", "phv_bits",
+            "tagalong_bits", "lanes_per_register", "max_passes", "mtu_bytes")
+    heads = ("target", "arch", "pipes", "stages", "ALUs/stage", "SRAM blk/stage", "PHV bits", "tagalong",
+             "lanes/reg", "passes", "MTU")
+    rows = [[str(getattr(p, c)) if getattr(p, c) is not None else "-" for c in cols] for p in profiles]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
+    for r, p in zip(rows, profiles):
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)) + f"  {p.description}")
+    return 0
+
+
+def _spec_from_args(args: argparse.Namespace):
+    from .spec import load_spec_file, make_spec
+
+    fields = {"protocol": args.protocol, "variant": args.variant, "max_workers": args.workers,
+              "slots": args.slots, "elements_per_packet": args.elements, "value_width": args.value_width,
+              "jobs": args.jobs}
+    if args.spec:
+        return load_spec_file(args.spec, **fields)
+    if fields["slots"] is None:
+        fields["slots"] = 512
+    return make_spec(**{k: v for k, v in fields.items() if v is not None})
+
+
+def _profile_from_args(args: argparse.Namespace):
+    from .target import load_target, load_target_file
+
+    if args.target_file:
+        return load_target_file(args.target_file)
+    return load_target(args.target)
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    spec = _spec_from_args(args)
+    profile = _profile_from_args(args)
+    out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+    t0 = time.perf_counter()
+    res = build(spec, profile, out, use_cache=not args.no_cache, force=args.force, compile_p4=args.compile)
+    dt = time.perf_counter() - t0
+    p = res.plan.params
+    print(f"built {res.plan.data['protocol']} ({res.plan.variant}) for {profile.name}: slots={p['slots']} "
+          f"elements_per_packet={p['elements_per_packet']} passes={p['passes']} max_workers={p['max_workers']} "
+          f"-> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'} in {dt * 1000:.0f} ms)")
+    for name in sorted(res.files):
+        print(f"  {res.out_dir / name}")
+    if args.verify:
+        from .verify.runner import run
+
+        report = run(res.plan)
+        return 0 if report.ok else 1
+    return 0
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="p4gen", description="Generate, verify and exercise P4 in-network aggregation pipelines.")
+    parser.add_argument("--version", action="version", version=f"p4gen {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    b = sub.add_parser("build", help="plan and emit a P4 program, P4Info, plan.json and resource report")
+    b.add_argument("--spec", help="TOML spec file (command-line values override it)")
+    b.add_argument("--protocol", help="switchml (default)")
+    b.add_argument("--variant", help="auto (default: hardened where it fits), hardened or reference")
+    b.add_argument("--workers", type=int, help="most workers per job (default 32)")
+    b.add_argument("--slots", type=int, help="aggregation slots per copy (default 512)")
+    b.add_argument("--elements", type=int, help="elements per packet (default: largest power of two in one pass)")
+    b.add_argument("--value-width", type=int, help="bits per value: 32 (default) or 16")
+    b.add_argument("--jobs", type=int, help="concurrent jobs the tables are sized for (default 1)")
+    tgt = b.add_mutually_exclusive_group()
+    tgt.add_argument("--target", default="tofino", help="built-in target profile (see `p4gen targets`)")
+    tgt.add_argument("--target-file", help="a target profile of your own (TOML)")
+    b.add_argument("--out", help="output directory (default p4gen-out/<target>-<protocol>)")
+    b.add_argument("--no-cache", action="store_true", help="ignore and do not fill the build cache")
+    b.add_argument("--force", action="store_true", help="write into a non-empty directory p4gen did not create")
+    b.add_argument("--compile", action="store_true", help="also compile with p4c-bm2-ss / p4test from PATH")
+    b.add_argument("--verify", action="store_true", help="run `p4gen verify` on the result")
+    b.set_defaults(func=_cmd_build)
+
+    t = sub.add_parser("targets", help="list target profiles and their limits")
+    t.add_argument("--target-file", help="show this profile instead of the built-in ones")
+    t.set_defaults(func=_cmd_targets)
+
+    for module in _SUBCOMMAND_MODULES:
+        __import__(module, fromlist=["register"]).register(sub)
+    return parser
+
+
+# Subcommands that live with their own package: each module has register(subparsers).
+_SUBCOMMAND_MODULES: list[str] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except P4genError as exc:
+        print(f"p4gen: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("p4gen: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:
+        print(f"p4gen: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

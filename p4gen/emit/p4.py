@@ -1,0 +1,128 @@
+"""Render a Plan into P4_16 for TNA / T2NA (Tofino) or v1model (BMv2).
+
+All values are computed here; the templates only lay them out.  The Jinja
+environment is built once, with ``StrictUndefined`` so a typo in a template
+fails the build instead of printing nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import Any
+
+import jinja2
+
+from .. import decision
+from ..plan import Plan
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    root = resources.files("p4gen.templates")
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(root)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def template_sources() -> dict[str, str]:
+    """Name -> text of every template (part of the build-cache key)."""
+    root = resources.files("p4gen.templates")
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(root.iterdir(), key=lambda p: p.name)
+            if p.name.endswith(".j2")}
+
+
+def _const_name(*parts: str) -> str:
+    return "_".join(p.upper() for p in parts)
+
+
+def _hex(v: int) -> str:
+    return f"0x{v:x}"
+
+
+def _port_range(lo: int, hi: int) -> tuple[int, int]:
+    size = hi - lo + 1
+    assert size & (size - 1) == 0 and lo % size == 0, "UDP port range must be an aligned power-of-two block"
+    return lo, 0xFFFF & ~(size - 1)
+
+
+def context(plan: Plan) -> dict[str, Any]:
+    d = plan.data
+    p = plan.params
+    arch = plan.arch
+    prefix = d["p4names"]["prefix"]
+    consts: list[tuple[str, int, str]] = [
+        ("ETHERTYPE_IPV4", 16, "0x0800"), ("IPPROTO_UDP", 8, "17"),
+        ("MSG_CONTRIBUTION", 4, str(p["msg_contribution"])), ("MSG_RESULT", 4, str(p["msg_result"])),
+        ("SLOT_MASK", 16, _hex((1 << p["slot_bits"]) - 1)),
+        ("FLOOD_GROUP_BASE", 16, _hex(p["flood_group_base"])),
+    ]
+    for obs, codes in decision.CODES.items():
+        if obs == "seen":
+            continue
+        for name, code in codes.items():
+            consts.append((_const_name(obs, name), 8, str(code)))
+    for name, code in decision.OUTCOME_CODES.items():
+        consts.append((_const_name("out", name), 8, str(code)))
+    for i, name in enumerate(decision.STATS):
+        consts.append((_const_name("stat", name), 8, str(i)))
+    op_const = {}
+    for role, codes in p["op_codes"].items():
+        for op, code in codes.items():
+            cname = _const_name("op", role, op)
+            op_const[(role, op)] = cname
+            consts.append((cname, 8, str(code)))
+    udp_value, udp_mask = _port_range(p["udp_port_min"], p["udp_port_max"])
+
+    headers = [h for h in d["headers"] if h["name"] not in ("data",)]
+    data = plan.header("data")
+    passes = p["passes"]
+    regs = []
+    for r in d["registers"]:
+        regs.append({**r, "lo_hi": r["lanes"] == 2})
+    step_roles = [s["role"] for s in plan.decision["steps"]]
+
+    def fq(scope: str, name: str) -> str:
+        ctl = d["p4names"]["ingress"] if scope == "ingress" else d["p4names"]["egress"]
+        return f"{prefix}{ctl}.{name}"
+
+    tables = {}
+    for t in d["tables"]:
+        entries = []
+        for e in t.get("entries", []):
+            match = [str(e["match"][k["name"]]) for k in t["keys"]]
+            args = ", ".join(str(v) for v in e["args"].values())
+            entries.append({"match": match, "action": e["action"], "args": args, "comment": e["comment"]})
+        default_args = ", ".join(str(v) for v in t.get("default_args", {}).values())
+        tables[t["name"]] = {**t, "entries": entries, "default_args": default_args, "fq": fq(t["scope"], t["name"])}
+    actions = {a["name"]: a for a in d["actions"]}
+
+    return {
+        "plan": d, "p": p, "arch": arch, "is_tna": arch in ("tna", "t2na"),
+        "include": {"tna": "tna.p4", "t2na": "t2na.p4", "v1model": "v1model.p4"}[arch],
+        "consts": consts, "op_const": op_const, "headers": headers, "data": data, "passes": passes,
+        "data_insts": [f"data{i}" for i in range(passes)],
+        "recirc": plan.header("recirc") if passes > 1 else None,
+        "meta": d["metadata"] + [{"name": f"mask{i}", "bits": 32} for i in range(p["bitmap_words"])]
+                + [{"name": f"seen{i}", "bits": 8} for i in range(p["bitmap_words"])],
+        "registers": regs, "values": [r for r in regs if r["role"] == "values"],
+        "bitmaps": [r for r in regs if r["role"] == "bitmap"],
+        "reg": {r["name"]: r for r in regs if r["role"] != "values" and r["role"] != "bitmap"},
+        "step_roles": step_roles, "steps": plan.decision["steps"],
+        "used_ops": {s["role"]: sorted({r["op"] for r in s["rules"]}, key=list(p["op_codes"][s["role"]]).index)
+                     for s in plan.decision["steps"]},
+        "tables": tables, "actions": actions, "stats": d["counters"][0],
+        "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
+        "w": p["value_width"], "hexid": lambda v: f"0x{v:08x}",
+        "names": d["p4names"],
+    }
+
+
+def render_p4(plan: Plan) -> str:
+    name = "tna.p4.j2" if plan.arch in ("tna", "t2na") else "v1model.p4.j2"
+    return environment().get_template(name).render(**context(plan))

@@ -1,0 +1,75 @@
+"""P4Info (text format) for a Plan.
+
+Every ID comes from the Plan and is pinned in the P4 source with an
+``@id`` annotation, so the P4Info written here and the one p4c produces
+for the same program agree on IDs and names.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+
+from ..plan import Plan
+
+
+def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
+    d = plan.data
+    prefix = d["p4names"]["prefix"]
+    ctl = {"ingress": d["p4names"]["ingress"], "egress": d["p4names"]["egress"]}
+
+    def fq(scope: str, name: str) -> str:
+        return f"{prefix}{ctl[scope]}.{name}"
+
+    info = p4info_pb2.P4Info()
+    info.pkg_info.arch = plan.arch
+    info.pkg_info.name = f"p4gen-{d['protocol']}-{d['variant']}"
+    info.pkg_info.version = d["generator"]["version"]
+    actions = {a["name"]: a for a in d["actions"]}
+    for t in d["tables"]:
+        pt = info.tables.add()
+        pt.preamble.id = t["id"]
+        pt.preamble.name = fq(t["scope"], t["name"])
+        pt.preamble.alias = t["name"]
+        for i, k in enumerate(t["keys"], start=1):
+            mf = pt.match_fields.add()
+            mf.id = i
+            mf.name = k["name"]
+            mf.bitwidth = k["bits"]
+            mf.match_type = p4info_pb2.MatchField.EXACT
+        for a in t["actions"]:
+            ref = pt.action_refs.add()
+            ref.id = actions[a]["id"]
+        pt.const_default_action_id = actions[t["default_action"]]["id"]
+        pt.size = t["size"]
+        if t["const"]:
+            pt.is_const_table = True
+    for a in d["actions"]:
+        pa = info.actions.add()
+        pa.preamble.id = a["id"]
+        pa.preamble.name = fq(a["scope"], a["name"])
+        pa.preamble.alias = a["name"]
+        for i, prm in enumerate(a["params"], start=1):
+            pp = pa.params.add()
+            pp.id = i
+            pp.name = prm["name"]
+            pp.bitwidth = prm["bits"]
+    for cnt in d["counters"]:
+        pc = info.counters.add()
+        pc.preamble.id = cnt["id"]
+        pc.preamble.name = fq(cnt["scope"], cnt["name"])
+        pc.preamble.alias = cnt["name"]
+        pc.spec.unit = p4info_pb2.CounterSpec.BOTH
+        pc.size = cnt["size"]
+    for r in d["registers"]:
+        pr = info.registers.add()
+        pr.preamble.id = r["id"]
+        pr.preamble.name = fq("ingress", r["name"])
+        pr.preamble.alias = r["name"]
+        pr.type_spec.bitstring.bit.bitwidth = r["entry_bits"]
+        pr.size = r["entries"]
+    return info
+
+
+def render_p4info(plan: Plan) -> str:
+    return text_format.MessageToString(build_p4info(plan))

@@ -1,0 +1,83 @@
+"""Resource report (text and JSON) for a Plan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..plan import Plan
+
+
+def _frac(used: int, limit: int | None) -> str:
+    if limit is None:
+        return f"{used}/-"
+    return f"{used}/{limit}"
+
+
+def report_dict(plan: Plan) -> dict[str, Any]:
+    d = plan.data
+    p = plan.params
+    t = d["target"]
+    stages = []
+    for st in d["stages"]:
+        row = {"stage": st["index"], "registers": st["registers"], "tables": st.get("tables", []),
+               "alus_used": st["alus_used"], "alus_limit": st.get("alus_limit"),
+               "sram_blocks_used": st["sram_blocks_used"], "sram_blocks_limit": st.get("sram_blocks_limit")}
+        if row["alus_limit"] is not None:
+            row["alus_headroom"] = row["alus_limit"] - row["alus_used"]
+            row["sram_blocks_headroom"] = row["sram_blocks_limit"] - row["sram_blocks_used"]
+        stages.append(row)
+    header_bytes = {h["name"]: h["bytes"] * h.get("repeat", 1) for h in d["headers"] if not h.get("internal")}
+    return {
+        "protocol": d["protocol"], "variant": d["variant"], "requested_variant": d["requested_variant"],
+        "assumption": d["decision"]["assumption"],
+        "target": t["name"], "arch": t["arch"],
+        "slots": p["slots"], "elements_per_packet": p["elements_per_packet"],
+        "elements_per_pass": p["elements_per_pass"], "passes": p["passes"],
+        "max_workers": p["max_workers"], "jobs": p["jobs"], "value_width": p["value_width"],
+        "frame_bytes": sum(header_bytes.values()), "header_bytes": header_bytes,
+        "stages": stages, "totals": d["resources"], "alternative": d["alternative"],
+        "largest_slots": d["limits"]["largest_slots"],
+    }
+
+
+def render_report_json(plan: Plan) -> str:
+    return json.dumps(report_dict(plan), indent=2, sort_keys=True) + "\n"
+
+
+def render_report_text(plan: Plan) -> str:
+    r = report_dict(plan)
+    tot = r["totals"]
+    lines = [
+        f"p4gen build report: {r['protocol']} on {r['target']} ({r['arch']})",
+        f"  variant      {r['variant']} (requested: {r['requested_variant']})",
+        f"  assumption   {r['assumption']}",
+        f"  slots        {r['slots']} per copy, 2 copies (largest that fits this layout: {r['largest_slots']})",
+        f"  elements     {r['elements_per_packet']} per packet = {r['passes']} pass(es) of {r['elements_per_pass']}, "
+        f"{r['value_width']}-bit values",
+        f"  workers      up to {r['max_workers']} per job, {r['jobs']} job(s)",
+        f"  frame        {r['frame_bytes']} bytes (" + ", ".join(f"{k} {v}" for k, v in r["header_bytes"].items()) + ")",
+        "",
+        f"  {'stage':>5}  {'stateful ALUs':>13}  {'SRAM blocks':>11}  contents",
+    ]
+    for st in r["stages"]:
+        contents = ", ".join(st["tables"] + st["registers"]) or "-"
+        if len(contents) > 60:
+            contents = contents[:57] + "..."
+        lines.append(f"  {st['stage']:>5}  {_frac(st['alus_used'], st['alus_limit']):>13}  "
+                     f"{_frac(st['sram_blocks_used'], st['sram_blocks_limit']):>11}  {contents}")
+    lines += [
+        "",
+        f"  total        stages {_frac(tot['stages_used'], tot['stages_limit'])}, stateful ALUs "
+        f"{_frac(tot['alus_used'], tot['alus_limit'])}, SRAM blocks {_frac(tot['sram_blocks_used'], tot['sram_blocks_limit'])}, "
+        f"PHV bits {_frac(tot['phv_bits_used'], tot['phv_bits_limit'])}, passes {_frac(tot['passes'], tot['passes_limit'])}",
+        f"  registers    {tot['register_bits'] // 8} bytes of switch state",
+    ]
+    alt = r["alternative"]
+    if alt["fits"]:
+        lines.append(f"  other variant {alt['variant']}: {alt['register_arrays_delta']:+d} register array(s), "
+                     f"{alt['sram_blocks_delta']:+d} SRAM blocks, {alt['stages_delta']:+d} stage(s), "
+                     f"{alt['register_bits_delta'] // 8:+d} bytes of state")
+    else:
+        lines.append(f"  other variant {alt['variant']}: does not fit ({alt['why']})")
+    return "\n".join(lines) + "\n"
