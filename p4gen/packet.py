@@ -216,8 +216,12 @@ class Layout:
         return set_sub
 
     # -- generic decode / encode ------------------------------------------
-    def classify(self, frame) -> None:
-        """Raise ForeignPacket / MalformedPacket unless ``frame`` is an aggregation packet."""
+    def classify(self, frame, result: bool = False) -> None:
+        """Raise ForeignPacket / MalformedPacket unless ``frame`` is an aggregation packet.
+
+        A contribution is addressed to a UDP port of the aggregation range; a
+        result (``result=True``) comes from one (the switch swaps the ports).
+        """
         eth = self.headers["ethernet"]
         e = eth.decode(frame)
         if e["ether_type"] != ETHERTYPE_IPV4:
@@ -228,15 +232,16 @@ class Layout:
         if ip["protocol"] != IPPROTO_UDP:
             raise ForeignPacket(f"IP protocol {ip['protocol']} is not UDP")
         udp = self.headers["udp"].decode(frame)
-        if not self.udp_port_min <= udp["dst_port"] <= self.udp_port_max:
-            raise ForeignPacket(f"UDP port {udp['dst_port']} is outside "
+        port = udp["src_port"] if result else udp["dst_port"]
+        if not self.udp_port_min <= port <= self.udp_port_max:
+            raise ForeignPacket(f"UDP port {port} is outside "
                                 f"{self.udp_port_min}..{self.udp_port_max}")
         if len(frame) < self.frame_len:
             raise MalformedPacket(f"aggregation frame of {len(frame)} bytes is shorter than {self.frame_len}")
 
-    def decode(self, frame) -> tuple[dict[str, dict[str, int]], np.ndarray]:
+    def decode(self, frame, result: bool = False) -> tuple[dict[str, dict[str, int]], np.ndarray]:
         """Aggregation frame -> ({header: {field: int}}, values as a native uint array)."""
-        self.classify(frame)
+        self.classify(frame, result)
         hdrs = {n: self.headers[n].decode(frame) for n in FIXED_HEADERS}
         return hdrs, self.values(frame)
 
@@ -346,7 +351,7 @@ class Result:
 
 def parse_result(layout: Layout, frame) -> Result:
     """A switch result (msg_type 1) -> Result; anything else raises a PacketError."""
-    hdrs, values = layout.decode(frame)
+    hdrs, values = layout.decode(frame, result=True)
     agg = hdrs["agg"]
     if agg["msg_type"] != layout.params["msg_result"]:
         raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a result "

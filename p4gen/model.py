@@ -1,0 +1,814 @@
+"""Executable semantics of a Plan: the software data plane's switch model.
+
+:class:`SwitchModel` holds the plan's registers, the control-plane state a
+P4Runtime server would hold (table entries, multicast groups, counters)
+and processes one frame at a time with :meth:`SwitchModel.process`.
+
+The per-packet aggregation decision is *read from the plan*
+(``plan.data["decision"]``, or a table passed as ``decision=``): nothing
+here knows which operation follows which observation.  Two executions of
+that table exist:
+
+* ``fast=False`` (:meth:`SwitchModel._decide_reference`): for every step,
+  ``decision.lookup(step["rules"], observations)`` picks the operation and
+  ``p4gen.ops`` (``chunk_op``, ``bitmap_op``, ``counter_op``,
+  ``exponent_op``, ``values_op``) executes it, exactly as written there.
+* ``fast=True`` (default, :meth:`SwitchModel._decide_fast`): at construction
+  :meth:`SwitchModel._compile_fast` expands every step with
+  ``decision.expand`` into a dict ``observation codes -> kernel``, and the
+  outcome into ``codes -> (action, stat)``.  Kernels (``FAST_KERNELS``) are
+  integer specialisations of ``p4gen.ops``; ``tests/test_model_fastpath.py``
+  checks each against ``p4gen.ops`` and both executions against each other.
+
+Value registers are one numpy array per plan (column = element index, as
+given by each ``values{j}`` register's ``elements``); the per-packet value
+work is one vectorised numpy operation.  Scalar registers (chunk, bitmap
+words, counter, exponent) are kept as Python lists, which are faster than
+numpy scalars per packet; :meth:`register_read` returns numpy arrays.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
+
+from . import decision as dmod
+from . import ops
+from .errors import P4genError
+from .packet import ETHERTYPE_IPV4, IPPROTO_UDP, Layout, ip as ip_int, mac as mac_int
+from .plan import Plan
+
+
+class ModelError(P4genError):
+    """A control-plane request names an unknown table, action, field or group, or a value does not fit."""
+
+
+# -- fast integer kernels (same results as p4gen.ops over IntAlgebra) ------------
+def _chunk_advance(stored, tsi):
+    if tsi > stored:
+        return tsi, ops.CMP_GT
+    return stored, (ops.CMP_EQ if tsi == stored else ops.CMP_LT)
+
+
+def _bm_set_clear(this, other, mask, full):
+    return this | mask, other & (full ^ mask), 1 if this & mask else 0
+
+
+def _bm_set(this, other, mask, full):
+    return this | mask, other, 1 if this & mask else 0
+
+
+def _bm_reset_set(this, other, mask, full):
+    return mask, other, 0
+
+
+def _bm_nop(this, other, mask, full):
+    return this, other, 0
+
+
+def _cnt_inc_mod(count, n, full):
+    inc = (count + 1) & full
+    wraps = inc == n
+    state = ops.COUNT_FIRST if count == 0 else (ops.COUNT_LAST if wraps else ops.COUNT_MID)
+    return (0 if wraps else inc), state
+
+
+def _cnt_probe_zero(count, n, full):
+    return count, (ops.COUNT_COMPLETE if count == 0 else ops.COUNT_INCOMPLETE)
+
+
+def _cnt_reset_one(count, n, full):
+    return 1, ops.COUNT_FIRST
+
+
+def _cnt_inc_sat(count, n, full):
+    if count == n:
+        return count, ops.COUNT_COMPLETE
+    inc = (count + 1) & full
+    return inc, (ops.COUNT_LAST if inc == n else ops.COUNT_MID)
+
+
+def _cnt_probe_full(count, n, full):
+    return count, (ops.COUNT_COMPLETE if count == n else ops.COUNT_INCOMPLETE)
+
+
+def _cnt_nop(count, n, full):
+    return count, ops.COUNT_NONE
+
+
+def _exp_write(stored, exp):
+    return exp, exp
+
+
+def _exp_max(stored, exp):
+    m = exp if exp > stored else stored
+    return m, m
+
+
+def _exp_read(stored, exp):
+    return stored, stored
+
+
+def _exp_nop(stored, exp):
+    return stored, exp
+
+
+# values kernels work in place on the register rows; they return the values the
+# packet carries on, or None when the packet keeps its own values.
+def _val_write(rows, pkt):
+    rows[...] = pkt()
+    return None
+
+
+def _val_add(rows, pkt):
+    np.add(rows, pkt(), out=rows, casting="unsafe")
+    return rows
+
+
+def _val_read(rows, pkt):
+    return rows
+
+
+def _val_nop(rows, pkt):
+    return None
+
+
+FAST_KERNELS: dict[str, dict[str, Callable]] = {
+    "chunk": {"advance": _chunk_advance},
+    "bitmap": {"set_clear": _bm_set_clear, "set": _bm_set, "reset_set": _bm_reset_set, "nop": _bm_nop},
+    "counter": {"inc_mod": _cnt_inc_mod, "probe_zero": _cnt_probe_zero, "reset_one": _cnt_reset_one,
+                "inc_sat": _cnt_inc_sat, "probe_full": _cnt_probe_full, "nop": _cnt_nop},
+    "exponent": {"write": _exp_write, "max": _exp_max, "read": _exp_read, "nop": _exp_nop},
+    "values": {"write": _val_write, "add": _val_add, "read": _val_read, "nop": _val_nop},
+}
+
+
+class NumpyAlgebra:
+    """Unsigned wrap-around addition on numpy arrays (what ``ops.values_op`` needs)."""
+
+    def add(self, a, b, bits):
+        return ((np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)) & ((1 << bits) - 1))
+
+
+NP = NumpyAlgebra()
+
+
+@dataclass
+class _Table:
+    spec: dict[str, Any]
+    keys: list[dict[str, Any]]
+    actions: dict[str, list[dict[str, Any]]]
+    entries: dict[tuple, tuple[str, tuple]]
+
+
+def _to_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ModelError(f"{what}={value!r} must be an integer")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip()
+        try:
+            if ":" in s:
+                return mac_int(s)
+            if s.count(".") == 3:
+                return ip_int(s)
+            return int(s, 0)
+        except (ValueError, P4genError):
+            pass
+    raise ModelError(f"{what}={value!r} is not an integer, MAC or IPv4 address")
+
+
+class SwitchModel:
+    """The switch of one Plan: registers, tables, groups, counters and ``process``."""
+
+    def __init__(self, plan: Plan | Mapping[str, Any] | str | Path, decision: Mapping[str, Any] | None = None,
+                 fast: bool = True):
+        if isinstance(plan, (str, Path)):
+            plan = Plan.load(plan)
+        elif not isinstance(plan, Plan):
+            plan = Plan(dict(plan))
+        self.plan = plan
+        data = plan.data
+        self.params = p = data["params"]
+        self.layout = L = Layout(data)
+        table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
+        try:
+            dmod.validate(table)
+        except (ValueError, LookupError, KeyError) as exc:
+            raise ModelError(f"decision table is invalid: {exc}") from None
+        self.decision = table
+        self.fast = fast
+        self.stat_names = list(data["counters"][0]["indices"]) if data.get("counters") else list(p["stats"])
+        self._stat = {n: i for i, n in enumerate(self.stat_names)}
+        # agg_rx (every accepted aggregation packet) is counted only by plans whose counter has it
+        self._agg_rx = self._stat.get("agg_rx")
+        for need in ("drop_unknown", "drop_bad_slot", "drop_malformed", "l2_unicast", "l2_flood"):
+            if need not in self._stat:
+                raise ModelError(f"plan counter 'stats' lacks the index {need!r}")
+        self._init_registers(data["registers"])
+        self._init_tables(data)
+        self.groups: dict[int, list[tuple[int, int]]] = {}
+        self.counter_reset()
+        self._init_fields()
+        self._compile_fast()
+
+    # ------------------------------------------------------------------ registers
+    def _init_registers(self, regs: list[dict[str, Any]]) -> None:
+        L, p = self.layout, self.params
+        self._regs = {r["name"]: r for r in regs}
+        self._chunk = self._counter = self._exponent = None
+        self._chunk_name = self._counter_name = self._exponent_name = None
+        bm = sorted((r for r in regs if r["role"] == "bitmap"), key=lambda r: r["word"])
+        self._bm = [[[0] * r["entries"] for _ in range(r["lanes"])] for r in bm]
+        self._bm_names = [r["name"] for r in bm]
+        self._bm_full = [(1 << r["lane_bits"]) - 1 for r in bm]
+        for r in regs:
+            if r["role"] in ("chunk", "counter", "exponent"):
+                setattr(self, f"_{r['role']}", [0] * r["entries"])
+                setattr(self, f"_{r['role']}_name", r["name"])
+                setattr(self, f"_{r['role']}_full", (1 << r["lane_bits"]) - 1)
+        vregs = [r for r in regs if r["role"] == "values"]
+        self._vcols: dict[str, list[int]] = {}
+        entries = {r["entries"] for r in vregs}
+        if len(entries) > 1:
+            raise ModelError("plan value registers differ in size")
+        for r in vregs:
+            if r["lane_bits"] != L.value_width:
+                raise ModelError(f"value register {r['name']} lane width {r['lane_bits']} != value width {L.value_width}")
+            self._vcols[r["name"]] = list(r["elements"])
+        cols = sorted(c for cs in self._vcols.values() for c in cs)
+        if vregs and cols != list(range(L.elements_per_pass)):
+            raise ModelError("plan value registers do not cover each element of a pass exactly once")
+        self._vals = np.zeros((entries.pop() if entries else 0, L.elements_per_pass), dtype=L.native_dtype)
+        self._pass_bits = int(p["pass_bits"])
+        self._passes = L.passes
+
+    def register_names(self) -> list[str]:
+        return list(self._regs)
+
+    def register_read(self, name: str) -> np.ndarray:
+        """The register's contents: shape (entries,) for one lane, (entries, lanes) otherwise."""
+        r = self._reg(name)
+        role = r["role"]
+        if role == "values":
+            a = self._vals[:, self._vcols[name]].copy()
+        elif role == "bitmap":
+            lanes = self._bm[self._bm_names.index(name)]
+            a = np.array(lanes, dtype=np.uint64).T
+        else:
+            a = np.array(getattr(self, f"_{role}"), dtype=np.uint64)
+        return a
+
+    def register_write(self, name: str, index: int, value) -> None:
+        r = self._reg(name)
+        if not 0 <= index < r["entries"]:
+            raise ModelError(f"register {name} index {index} outside 0..{r['entries'] - 1}")
+        vals = np.atleast_1d(np.asarray(value, dtype=np.uint64))
+        if vals.size != r["lanes"] or np.any(vals >> np.uint64(r["lane_bits"])):
+            raise ModelError(f"register {name} holds {r['lanes']} lane(s) of {r['lane_bits']} bits; got {value!r}")
+        role = r["role"]
+        if role == "values":
+            self._vals[index, self._vcols[name]] = vals
+        elif role == "bitmap":
+            for lane, v in zip(self._bm[self._bm_names.index(name)], vals):
+                lane[index] = int(v)
+        else:
+            getattr(self, f"_{role}")[index] = int(vals[0])
+
+    def register_reset(self, name: str | None = None) -> None:
+        """Zero one register (or all of them)."""
+        names = [name] if name is not None else list(self._regs)
+        for n in names:
+            r = self._reg(n)
+            role = r["role"]
+            if role == "values":
+                self._vals[:, self._vcols[n]] = 0
+            elif role == "bitmap":
+                for lane in self._bm[self._bm_names.index(n)]:
+                    lane[:] = [0] * len(lane)
+            else:
+                lst = getattr(self, f"_{role}")
+                lst[:] = [0] * len(lst)
+
+    def _reg(self, name: str) -> dict[str, Any]:
+        try:
+            return self._regs[name]
+        except KeyError:
+            raise ModelError(f"unknown register {name!r}; the plan has {', '.join(self._regs)}") from None
+
+    # ------------------------------------------------------------------ tables
+    def _init_tables(self, data: dict[str, Any]) -> None:
+        acts = {a["name"]: a["params"] for a in data["actions"]}
+        self._tables: dict[str, _Table] = {}
+        for t in data["tables"]:
+            if t.get("const"):
+                continue
+            self._tables[t["name"]] = _Table(t, list(t["keys"]), {a: acts[a] for a in t["actions"]}, {})
+        for need in ("workers", "l2_forward", "result_dst"):
+            if need not in self._tables:
+                raise ModelError(f"plan lacks the table {need!r}")
+        self._workers: dict[tuple, tuple | None] = {}
+        self._l2: dict[bytes, int | None] = {}
+        self._rdst: dict[int, tuple | None] = {}
+
+    def _table(self, name: str) -> _Table:
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise ModelError(f"unknown table {name!r}; writable tables: {', '.join(self._tables)}") from None
+
+    def _match_key(self, t: _Table, match: Mapping[str, Any]) -> tuple:
+        names = [k["name"] for k in t.keys]
+        extra = set(match) - set(names)
+        if extra:
+            raise ModelError(f"table {t.spec['name']} has no key {sorted(extra)[0]!r}; keys: {', '.join(names)}")
+        key = []
+        for k in t.keys:
+            if k["name"] not in match:
+                raise ModelError(f"table {t.spec['name']} entry lacks the key {k['name']!r}")
+            v = _to_int(match[k["name"]], f"{t.spec['name']}.{k['name']}")
+            if not 0 <= v < (1 << k["bits"]):
+                raise ModelError(f"{t.spec['name']}.{k['name']}={v} does not fit in {k['bits']} bits")
+            key.append(v)
+        return tuple(key)
+
+    def _action(self, t: _Table, action: str, params: Mapping[str, Any] | None) -> tuple:
+        if action not in t.actions:
+            raise ModelError(f"table {t.spec['name']} has no action {action!r}; actions: {', '.join(t.actions)}")
+        params = dict(params or {})
+        spec = t.actions[action]
+        names = [q["name"] for q in spec]
+        extra = set(params) - set(names)
+        if extra:
+            raise ModelError(f"action {action} has no parameter {sorted(extra)[0]!r}")
+        out = []
+        for q in spec:
+            if q["name"] not in params:
+                raise ModelError(f"action {action} lacks the parameter {q['name']!r}")
+            v = _to_int(params[q["name"]], f"{action}.{q['name']}")
+            if not 0 <= v < (1 << q["bits"]):
+                raise ModelError(f"{action}.{q['name']}={v} does not fit in {q['bits']} bits")
+            out.append(v)
+        return tuple(out)
+
+    def insert(self, table: str, match: Mapping[str, Any], action: str, params: Mapping[str, Any] | None = None) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        val = self._action(t, action, params)
+        if key in t.entries:
+            raise ModelError(f"table {table} already holds an entry for {dict(match)}")
+        self._check_entry(table, action, val)
+        if len(t.entries) >= int(t.spec.get("size", 1 << 30)):
+            raise ModelError(f"table {table} is full ({t.spec['size']} entries)")
+        t.entries[key] = (action, val)
+        self._sync(table)
+
+    def modify(self, table: str, match: Mapping[str, Any], action: str, params: Mapping[str, Any] | None = None) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        val = self._action(t, action, params)
+        if key not in t.entries:
+            raise ModelError(f"table {table} holds no entry for {dict(match)}")
+        self._check_entry(table, action, val)
+        t.entries[key] = (action, val)
+        self._sync(table)
+
+    def delete(self, table: str, match: Mapping[str, Any]) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        if key not in t.entries:
+            raise ModelError(f"table {table} holds no entry for {dict(match)}")
+        del t.entries[key]
+        self._sync(table)
+
+    def read(self, table: str) -> list[dict[str, Any]]:
+        t = self._table(table)
+        out = []
+        for key, (action, val) in t.entries.items():
+            out.append({"table": table, "match": {k["name"]: v for k, v in zip(t.keys, key)}, "action": action,
+                        "params": {q["name"]: v for q, v in zip(t.actions[action], val)}})
+        return out
+
+    def _check_entry(self, table: str, action: str, val: tuple) -> None:
+        if table == "workers" and action == "set_worker":
+            q = dict(zip((x["name"] for x in self._tables["workers"].actions["set_worker"]), val))
+            slots = self.params["slots"]
+            if q["slot_base"] + q["slot_count"] > slots:
+                raise ModelError(f"set_worker slot_base={q['slot_base']} + slot_count={q['slot_count']} "
+                                 f"exceeds the plan's {slots} slots")
+            if q["word"] >= len(self._bm):
+                raise ModelError(f"set_worker word={q['word']} outside the plan's {len(self._bm)} bitmap word(s)")
+            if q["num_workers"] < 1:
+                raise ModelError("set_worker num_workers must be at least 1")
+
+    def _sync(self, table: str) -> None:
+        """Rebuild the per-packet lookup dict of one table from its entries."""
+        t = self._tables[table]
+        if table == "workers":
+            order = self._wkey_order
+            fast = {}
+            for key, (action, val) in t.entries.items():
+                fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
+            self._workers = fast
+        elif table == "l2_forward":
+            self._l2 = {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
+                        for key, (action, val) in t.entries.items()}
+        elif table == "result_dst":
+            self._rdst = {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2]) if action == "set_result_dst" else None)
+                          for key, (action, val) in t.entries.items()}
+
+    # -- multicast groups
+    def set_group(self, mgid: int, replicas: Iterable[tuple[int, int]]) -> None:
+        """Create or replace multicast group ``mgid`` with (egress_port, rid) replicas."""
+        mgid = _to_int(mgid, "mgid")
+        if not 0 < mgid < (1 << 16):
+            raise ModelError(f"mgid={mgid} must be in 1..65535")
+        reps = []
+        for rep in replicas:
+            port, rid = (int(rep[0]), int(rep[1]))
+            if not 0 <= port < 512 or not 0 <= rid < (1 << 16):
+                raise ModelError(f"replica (port={port}, rid={rid}) out of range (port 0..511, rid 0..65535)")
+            reps.append((port, rid))
+        self.groups[mgid] = reps
+
+    def delete_group(self, mgid: int) -> None:
+        if mgid not in self.groups:
+            raise ModelError(f"no multicast group {mgid}")
+        del self.groups[mgid]
+
+    # -- counters
+    def counter_reset(self) -> None:
+        self._pk = [0] * len(self.stat_names)
+        self._by = [0] * len(self.stat_names)
+
+    def counter_read(self, name: str = "stats") -> dict[str, tuple[int, int]]:
+        if name != "stats":
+            raise ModelError(f"unknown counter {name!r}; the plan has 'stats'")
+        return {n: (self._pk[i], self._by[i]) for i, n in enumerate(self.stat_names)}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Packets per stats index."""
+        return dict(zip(self.stat_names, self._pk))
+
+    # -- configuration files
+    def load_config(self, cfg: Mapping[str, Any] | str | Path) -> None:
+        """Apply a control-plane config: {"tables": {name: [entry...]}, "groups": {mgid: [[port, rid]...]}}.
+
+        An entry is {"match": {...}, "action": name, "params": {...}}; values
+        may be integers, "0x.." strings, MAC or dotted IPv4 addresses.
+        """
+        if isinstance(cfg, (str, Path)):
+            try:
+                cfg = json.loads(Path(cfg).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ModelError(f"control-plane config {str(cfg)!r} cannot be read: {exc}") from None
+        unknown = set(cfg) - {"tables", "groups"}
+        if unknown:
+            raise ModelError(f"control-plane config has an unknown section {sorted(unknown)[0]!r}")
+        for mgid, reps in dict(cfg.get("groups", {})).items():
+            self.set_group(int(mgid), [tuple(r) for r in reps])
+        for table, entries in dict(cfg.get("tables", {})).items():
+            for e in entries:
+                self.insert(table, e.get("match", {}), e["action"], e.get("params", {}))
+
+    def dump_config(self) -> dict[str, Any]:
+        return {"tables": {n: [{k: e[k] for k in ("match", "action", "params")} for e in self.read(n)]
+                           for n in self._tables},
+                "groups": {str(g): [list(r) for r in reps] for g, reps in self.groups.items()}}
+
+    # ------------------------------------------------------------------ fields
+    def _init_fields(self) -> None:
+        L = self.layout
+        S = L.slot
+        def idx(name: str, whole: bool = True) -> int:
+            s = S(name)
+            if whole and (s.shift is not None):
+                raise ModelError(f"header field {name} is not a whole struct unit")
+            return s.index
+        self._i_eth_dst = idx("ethernet.dst_addr")
+        self._i_eth_src = idx("ethernet.src_addr")
+        self._i_etype = idx("ethernet.ether_type")
+        self._i_proto = idx("ipv4.protocol")
+        self._i_ip_src = idx("ipv4.src_addr")
+        self._i_ip_dst = idx("ipv4.dst_addr")
+        self._i_sport = idx("udp.src_port")
+        self._i_dport = idx("udp.dst_port")
+        self._i_udp_ck = idx("udp.checksum")
+        self._i_tsi = idx("agg.tsi")
+        self._i_pool = idx("agg.pool_index")
+        self._i_exp = idx("agg.exponent")
+        s = S("ipv4.ihl")
+        self._ihl = (s.index, s.shift or 0, s.mask)
+        s = S("agg.msg_type")
+        self._msg = (s.index, s.shift or 0, s.mask)
+        s = S("agg.job")
+        self._job = (s.index, s.shift or 0, s.mask)
+        self._set_msg = L.setter("agg.msg_type")
+        # workers key: plan key order -> internal order (ingress port first, then unpacked fields)
+        wt = self._tables["workers"]
+        internal = []
+        for k in wt.keys:
+            internal.append(-1 if k["field"] == "ingress_port" else S(k["field"]).index)
+        if internal.count(-1) != 1 or len(set(internal)) != len(internal):
+            raise ModelError("workers table must key on ingress_port once and on distinct header fields")
+        plan_order = list(range(len(internal)))
+        port_pos = internal.index(-1)
+        hdr_pos = [i for i in plan_order if i != port_pos]
+        self._wkey_order = [port_pos] + hdr_pos
+        self._wkey_fields = [internal[i] for i in hdr_pos]
+        self._wkey_sub = [S(wt.keys[i]["field"]) for i in hdr_pos]
+        self._ck = struct.Struct(f">{L.ipv4_len // 2}H")
+        self._ck_off = L.ipv4_checksum_offset
+        self._ip_off = L.ipv4_offset
+        self._ip_end = L.ipv4_offset + L.ipv4_len
+        slot_bits = int(self.params["slot_bits"])
+        self._slot_mask = (1 << slot_bits) - 1
+        self._slot_bits = slot_bits
+        self._msg_contrib = int(self.params["msg_contribution"])
+        self._msg_result = int(self.params["msg_result"])
+        self._flood_base = int(self.params["flood_group_base"])
+
+    def _worker_key(self, u, port: int) -> tuple:
+        key = [port]
+        for s in self._wkey_sub:
+            v = u[s.index]
+            if s.raw:
+                v = int.from_bytes(v, "big")
+            key.append(v if s.shift is None else (v >> s.shift) & s.mask)
+        return tuple(key)
+
+    # ------------------------------------------------------------------ decision
+    def _compile_fast(self) -> None:
+        """Expand every step of the decision table into codes -> kernel dicts."""
+        table = self.decision
+        chain = []
+        prior: list[str] = []                        # observation names yielded so far, in order
+        for step in table["steps"]:
+            role = step["role"]
+            kern = FAST_KERNELS[role]
+            lut = {}
+            for obs, rule in dmod.expand(prior, step["rules"]):
+                lut[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (kern[rule["op"]], rule["op"])
+            chain.append((role, lut))
+            if step["yields"]:
+                prior.append(step["yields"])
+        out = {}
+        for obs, rule in dmod.expand(prior, table["outcome"]["rules"]):
+            out[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (dmod.OUTCOME_CODES[rule["action"]],
+                                                                  self._stat[rule["stat"]])
+        self._chain = chain
+        self._outcome = out
+        self._yields = prior
+
+    def _decide_fast(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int, exp: int):
+        """Run the compiled decision; return (outcome code, stat index, exponent out, values out)."""
+        o: tuple = ()
+        exp_out = exp
+        vals_out = None
+        for role, lut in self._chain:
+            k = lut[o][0]
+            if role == "chunk":
+                reg = self._chunk
+                reg[sc], y = k(reg[sc], tsi)
+                o = o + (y,)
+            elif role == "bitmap":
+                seen = 0
+                other_copy = 1 - copy
+                for i, lanes in enumerate(self._bm):
+                    this_l, other_l = lanes[copy], lanes[other_copy]
+                    this_l[slot], other_l[slot], s = k(this_l[slot], other_l[slot], mask if i == word else 0,
+                                                       self._bm_full[i])
+                    seen |= s
+                o = o + (seen,)
+            elif role == "counter":
+                reg = self._counter
+                reg[sc], y = k(reg[sc], n, self._counter_full)
+                o = o + (y,)
+            elif role == "exponent":
+                reg = self._exponent
+                reg[sc], exp_out = k(reg[sc], exp)
+            else:  # values
+                base = sc << self._pass_bits
+                rows = self._vals[base:base + self._passes]
+                vals_out = k(rows, lambda: self._payload(frame))
+        action, stat = self._outcome[o]
+        return action, stat, exp_out, vals_out
+
+    def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
+                          exp: int):
+        """The same decision, straight from decision.lookup and p4gen.ops (no precomputation)."""
+        obs: dict[str, str] = {}
+        exp_out = exp
+        vals_out = None
+        for step in self.decision["steps"]:
+            op = dmod.lookup(step["rules"], obs)["op"]
+            role = step["role"]
+            y = None
+            if role == "chunk":
+                self._chunk[sc], c = ops.chunk_op(op, self._chunk[sc], tsi, ops.INT)
+                y = ops.CMP_NAMES[c]
+            elif role == "bitmap":
+                seen = False
+                for i, lanes in enumerate(self._bm):
+                    bits = self._regs[self._bm_names[i]]["lane_bits"]
+                    t, u, s = ops.bitmap_op(op, lanes[copy][slot], lanes[1 - copy][slot],
+                                            mask if i == word else 0, bits, ops.INT)
+                    lanes[copy][slot], lanes[1 - copy][slot] = t, u
+                    seen = seen or bool(s)
+                y = "1" if seen else "0"
+            elif role == "counter":
+                bits = self._regs[self._counter_name]["lane_bits"]
+                self._counter[sc], c = ops.counter_op(op, self._counter[sc], n, bits, ops.INT)
+                y = ops.COUNT_NAMES[c]
+            elif role == "exponent":
+                self._exponent[sc], exp_out = ops.exponent_op(op, self._exponent[sc], exp, ops.INT)
+            else:
+                base = sc << self._pass_bits
+                rows = self._vals[base:base + self._passes]
+                new, carried = ops.values_op(op, rows.copy(), self._payload(frame).astype(rows.dtype),
+                                             self.layout.value_width, NP)
+                rows[...] = np.asarray(new).astype(rows.dtype)
+                vals_out = None if op in ("write", "nop") else np.asarray(carried).astype(rows.dtype)
+            if step["yields"]:
+                obs[step["yields"]] = y
+        rule = dmod.lookup(self.decision["outcome"]["rules"], obs)
+        return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out
+
+    def _payload(self, frame) -> np.ndarray:
+        L = self.layout
+        return np.frombuffer(frame, L.value_dtype, L.elements, L.values_offset).reshape(L.passes, L.elements_per_pass)
+
+    # ------------------------------------------------------------------ packets
+    def process(self, frame: bytes, ingress_port: int) -> list[tuple[int, bytes]]:
+        """One frame in on ``ingress_port``; the frames out as (egress_port, bytes)."""
+        L = self.layout
+        n = len(frame)
+        if n < L.fixed_len:
+            return self._process_short(frame, ingress_port)
+        u = L.struct.unpack_from(frame)
+        ihl_i, ihl_s, ihl_m = self._ihl
+        if (u[self._i_etype] != ETHERTYPE_IPV4 or (u[ihl_i] >> ihl_s) & ihl_m != 5
+                or u[self._i_proto] != IPPROTO_UDP or not L.udp_port_min <= u[self._i_dport] <= L.udp_port_max):
+            return self._l2(frame, ingress_port, u[self._i_eth_dst])
+        return self._agg(frame, ingress_port, u)
+
+    def _count(self, stat: int, nbytes: int) -> None:
+        self._pk[stat] += 1
+        self._by[stat] += nbytes
+
+    def _process_short(self, frame, port: int) -> list[tuple[int, bytes]]:
+        """Frames shorter than the fixed headers: L2 traffic, or a truncated (malformed) packet."""
+        L = self.layout
+        n = len(frame)
+        mal = self._stat["drop_malformed"]
+        eth = L.headers["ethernet"]
+        if n < eth.nbytes:
+            self._count(mal, n)
+            return []
+        e = eth.decode(frame)
+        if e["ether_type"] != ETHERTYPE_IPV4:
+            return self._l2(frame, port, bytes(frame[:6]))
+        iph = L.headers["ipv4"]
+        if n < iph.offset + iph.nbytes:
+            self._count(mal, n)
+            return []
+        ipf = iph.decode(frame)
+        if ipf["ihl"] != 5 or ipf["protocol"] != IPPROTO_UDP:
+            return self._l2(frame, port, bytes(frame[:6]))
+        uh = L.headers["udp"]
+        if n < uh.offset + uh.nbytes:
+            self._count(mal, n)
+            return []
+        if not L.udp_port_min <= uh.decode(frame)["dst_port"] <= L.udp_port_max:
+            return self._l2(frame, port, bytes(frame[:6]))
+        self._count(mal, n)
+        return []
+
+    def _l2(self, frame, port: int, dst: bytes) -> list[tuple[int, bytes]]:
+        n = len(frame)
+        out = self._l2.get(dst, None)
+        frame = bytes(frame)
+        if out is not None:
+            self._count(self._stat["l2_unicast"], n)
+            return [(out, frame)]
+        self._count(self._stat["l2_flood"], n)
+        return [(p, frame) for p, _rid in self.groups.get(self._flood_base + port, ())]
+
+    def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
+        L = self.layout
+        n = len(frame)
+        mi, ms, mm = self._msg
+        if n < L.frame_len or (u[mi] >> ms) & mm != self._msg_contrib:
+            self._count(self._stat["drop_malformed"], n)
+            return []
+        w = self._workers.get(self._worker_key(u, port))
+        if w is None:
+            self._count(self._stat["drop_unknown"], n)
+            return []
+        _wid, word, mask, nw, slot_base, slot_count, mgid = w
+        pool = u[self._i_pool]
+        sij = pool & self._slot_mask
+        if sij >= slot_count:
+            self._count(self._stat["drop_bad_slot"], n)
+            return []
+        copy = (pool >> self._slot_bits) & 1
+        slot = (slot_base + sij) & 0xFFFF
+        sc = (slot << 1) | copy
+        if self._agg_rx is not None:
+            self._count(self._agg_rx, n)
+        decide = self._decide_fast if self.fast else self._decide_reference
+        action, stat, exp_out, vals_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
+                                                 u[self._i_exp])
+        self._count(stat, n)
+        if action == ops.OUT_DROP:
+            return []
+        return self._emit(frame, port, u, action, exp_out, vals_out, mgid)
+
+    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, vals_out, mgid: int):
+        L = self.layout
+        vals = list(u)
+        self._set_msg(vals, self._msg_result)
+        vals[self._i_exp] = exp_out
+        vals[self._i_udp_ck] = 0
+        if vals_out is None:
+            body = bytes(frame[L.fixed_len:])
+        else:
+            body = bytes(frame[L.fixed_len:L.values_offset]) + vals_out.astype(L.value_dtype).tobytes() \
+                + bytes(frame[L.frame_len:])
+        if action == ops.OUT_UNICAST:
+            vals[self._i_eth_dst], vals[self._i_eth_src] = u[self._i_eth_src], u[self._i_eth_dst]
+            vals[self._i_ip_dst], vals[self._i_ip_src] = u[self._i_ip_src], u[self._i_ip_dst]
+            vals[self._i_dport], vals[self._i_sport] = u[self._i_sport], u[self._i_dport]
+            return [(port, self._pack(vals) + body)]
+        out = []
+        rdst = self._rdst
+        plain = None
+        for eport, rid in self.groups.get(mgid, ()):
+            r = rdst.get(rid) if rid else None
+            if r is None:
+                if plain is None:
+                    plain = self._pack(vals) + body
+                out.append((eport, plain))
+                continue
+            v = list(vals)
+            v[self._i_eth_src] = u[self._i_eth_dst]
+            v[self._i_eth_dst] = r[0]
+            v[self._i_ip_src] = u[self._i_ip_dst]
+            v[self._i_ip_dst] = r[1]
+            v[self._i_sport] = u[self._i_dport]
+            v[self._i_dport] = r[2]
+            out.append((eport, self._pack(v) + body))
+        return out
+
+    def _pack(self, vals: list) -> bytes:
+        head = bytearray(self.layout.struct.pack(*vals))
+        o, ck = self._ip_off, self._ck_off
+        head[ck] = head[ck + 1] = 0
+        s = sum(self._ck.unpack_from(head, o))
+        s = (s & 0xFFFF) + (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16)
+        struct.pack_into(">H", head, ck, ~s & 0xFFFF)
+        return bytes(head)
+
+
+# -- job setup helper ------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkerAddr:
+    port: int          # switch port the worker is attached to
+    mac: int
+    ip: int
+    udp_port: int
+
+
+def job_config(plan: Plan | Mapping[str, Any], job: int, workers: list[WorkerAddr], *, slot_base: int = 0,
+               slot_count: int | None = None, mgid: int = 1, rid_base: int = 1) -> dict[str, Any]:
+    """Control-plane config (for :meth:`SwitchModel.load_config`) of one job.
+
+    Worker i gets bit i % 32 of word i // 32; the job's results are multicast
+    to group ``mgid`` whose replica for worker i has rid ``rid_base + i``,
+    which ``result_dst`` maps to the worker's addresses.
+    """
+    data = plan.data if hasattr(plan, "data") else plan
+    p = data["params"]
+    count = p["slots"] - slot_base if slot_count is None else slot_count
+    word_bits = p["bitmap_word_bits"]
+    tables: dict[str, list] = {"workers": [], "result_dst": []}
+    reps = []
+    for i, w in enumerate(workers):
+        tables["workers"].append({
+            "match": {"job": job, "ingress_port": w.port, "src_addr": w.ip, "src_port": w.udp_port},
+            "action": "set_worker",
+            "params": {"worker_id": i, "word": i // word_bits, "mask": 1 << (i % word_bits),
+                       "num_workers": len(workers), "slot_base": slot_base, "slot_count": count, "mgid": mgid}})
+        tables["result_dst"].append({"match": {"rid": rid_base + i}, "action": "set_result_dst",
+                                     "params": {"dst_mac": w.mac, "dst_ip": w.ip, "dst_port": w.udp_port}})
+        reps.append([w.port, rid_base + i])
+    return {"tables": tables, "groups": {str(mgid): reps}}
