@@ -1,0 +1,260 @@
+"""Codegen: golden files, bad inputs with their exact messages, cache and output safety."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from p4gen import build as buildmod
+from p4gen.cli import main
+from p4gen.decision import expand
+from p4gen.emit.p4 import render_p4
+from p4gen.emit.p4info import build_p4info
+from p4gen.planner import make_plan
+from p4gen.spec import make_spec
+from p4gen.target import load_target
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "golden"))
+import regen  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.mark.parametrize("target,stem,fields", regen.CASES, ids=[f"{t}-{s}" for t, s, _ in regen.CASES])
+def test_golden(target, stem, fields):
+    fresh = regen.outputs(target, fields)
+    for ext, text in fresh.items():
+        golden = (HERE / "golden" / target / f"{stem}.{ext}").read_text()
+        assert text == golden, f"{target}/{stem}.{ext} differs from its golden; run python tests/golden/regen.py and review the diff"
+
+
+@pytest.mark.parametrize("case", json.loads((HERE / "data" / "bad_builds.json").read_text()),
+                         ids=lambda c: " ".join(c["args"][1:]))
+def test_bad_builds_fail_with_one_line(case, capsys, tmp_path):
+    rc = main(case["args"] + ["--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err == f"p4gen: error: {case['error']}\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", json.loads((HERE / "data" / "bad_targets.json").read_text()),
+                         ids=lambda c: c["error"][:30])
+def test_bad_target_files(case, capsys, tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(case["text"])
+    rc = main(["build", "--target-file", str(path), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.startswith(f"p4gen: error: target ") and case["error"] in err and err.count("\n") == 1
+
+
+def test_missing_target_file(capsys, tmp_path):
+    assert main(["build", "--target-file", str(tmp_path / "none.toml")]) == 1
+    assert capsys.readouterr().err == f"p4gen: error: target file '{tmp_path / 'none.toml'}' does not exist\n"
+
+
+def test_user_target_file_builds(tmp_path, capsys):
+    text = (Path(buildmod.__file__).parent / "targets" / "tofino.toml").read_text()
+    text = text.replace('name = "tofino"', 'name = "tofino-small"').replace("stages = 12", "stages = 8")
+    path = tmp_path / "small.toml"
+    path.write_text(text)
+    assert main(["build", "--target-file", str(path), "--out", str(tmp_path / "o")]) == 0
+    plan = json.loads((tmp_path / "o" / "plan.json").read_text())
+    # 8 stages: workers | chunk | bitmap | counter+exponent | 4 value stages of 4 pairs = 32 values
+    assert plan["target"]["name"] == "tofino-small"
+    assert plan["params"]["elements_per_packet"] == 32
+
+
+def test_usage_error_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["build", "--slots", "many"])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err == "p4gen build: error: argument --slots: invalid int value: 'many'\n"
+
+
+def test_cli_has_no_traceback_as_process(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "p4gen.cli", "build", "--slots", "100000", "--target", "tofino",
+                          "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert res.returncode == 1
+    assert "Traceback" not in res.stderr and res.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
+def test_build_writes_all_outputs(target, tmp_path):
+    assert main(["build", "--slots", "512", "--target", target, "--out", str(tmp_path / target)]) == 0
+    names = sorted(p.name for p in (tmp_path / target).iterdir())
+    assert names == sorted(list(buildmod.OUTPUTS) + [buildmod.MARKER])
+    report = (tmp_path / target / "report.txt").read_text()
+    assert f"switchml on {target}" in report and "slots        512 per copy" in report
+
+
+def test_p4info_ids_are_pinned_in_the_program():
+    plan = make_plan(make_spec(slots=64), load_target("bmv2"))
+    p4 = render_p4(plan)
+    info = build_p4info(plan)
+    ids = {int(m, 16) for m in re.findall(r"@id\((0x[0-9a-f]+)\)", p4)}
+    entities = list(info.tables) + list(info.actions) + list(info.counters) + list(info.registers)
+    assert {e.preamble.id for e in entities} == ids
+    prefixes = {e.preamble.id >> 24 for e in info.tables} | {e.preamble.id >> 24 for e in info.actions}
+    assert prefixes == {0x01, 0x02}
+
+
+@pytest.mark.parametrize("variant", ["hardened", "reference"])
+def test_decision_table_is_rendered_entry_for_entry(variant):
+    plan = make_plan(make_spec(slots=64, variant=variant), load_target("tofino"))
+    p4 = render_p4(plan)
+    for step in plan.decision["steps"] + [dict(plan.decision["outcome"], name="outcome")]:
+        rows = expand(step["keys"], step["rules"])
+        table = plan.table(f"dt_{step['name']}")
+        assert len(table["entries"]) == len(rows)
+        for entry in table["entries"]:
+            if step["keys"]:
+                assert f"// {entry['comment']}\n" in p4
+
+
+def test_multi_pass_plan_and_program():
+    plan = make_plan(make_spec(slots=512, elements_per_packet=128), load_target("tofino"))
+    assert (plan.params["passes"], plan.params["elements_per_pass"], plan.params["pass_bits"]) == (2, 64, 1)
+    assert all(r["entries"] == 2 * 512 * 2 for r in plan.registers("values"))
+    p4 = render_p4(plan)
+    assert "hdr.recirc.setValid();" in p4 and "data_h data1;" in p4 and "RECIRC_PORT = 68;" in p4
+
+
+def test_variant_auto_prefers_hardened_and_reports_the_other():
+    plan = make_plan(make_spec(slots=512), load_target("tofino"))
+    assert plan.variant == "hardened"
+    alt = plan.data["alternative"]
+    assert alt == {"variant": "reference", "fits": True, "register_arrays": 35, "register_arrays_delta": -1,
+                   "stages": 12, "stages_delta": 0, "sram_blocks": 70, "sram_blocks_delta": -2,
+                   "register_bits_delta": -32768}
+
+
+# -- cache -------------------------------------------------------------------------
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def test_warm_build_is_a_byte_identical_hit(tmp_path):
+    spec, prof = make_spec(slots=512), load_target("tofino")
+    cold = buildmod.build(spec, prof, tmp_path / "a")
+    warm = buildmod.build(spec, prof, tmp_path / "b")
+    assert (cold.cache_hit, warm.cache_hit) == (False, True)
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+def test_corrupt_cache_entry_is_rebuilt(tmp_path):
+    spec, prof = make_spec(slots=256), load_target("bmv2")
+    first = buildmod.build(spec, prof, tmp_path / "a")
+    entry = buildmod.cache_root() / first.key[:2] / first.key
+    (entry / "program.p4").write_text("truncated")
+    again = buildmod.build(spec, prof, tmp_path / "b")
+    assert not again.cache_hit
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    (entry / "manifest.json").unlink()
+    assert not buildmod.build(spec, prof, tmp_path / "c").cache_hit
+    assert buildmod.build(spec, prof, tmp_path / "d").cache_hit
+
+
+def test_key_changes_with_spec_target_and_templates(monkeypatch):
+    a = buildmod.build_key(make_spec(slots=512), load_target("tofino"))
+    assert a == buildmod.build_key(make_spec(slots=512), load_target("tofino"))
+    assert a != buildmod.build_key(make_spec(slots=511), load_target("tofino"))
+    assert a != buildmod.build_key(make_spec(slots=512), load_target("tofino2"))
+    from p4gen.emit import p4 as p4mod
+
+    real = p4mod.template_sources()
+    monkeypatch.setattr(buildmod, "template_sources", lambda: {**real, "tna.p4.j2": real["tna.p4.j2"] + " "})
+    assert a != buildmod.build_key(make_spec(slots=512), load_target("tofino"))
+
+
+def test_no_cache_neither_reads_nor_writes(tmp_path):
+    buildmod.build(make_spec(slots=8), load_target("bmv2"), tmp_path / "a", use_cache=False)
+    assert not buildmod.cache_root().exists()
+
+
+# -- output safety ------------------------------------------------------------------
+
+def test_foreign_directory_is_refused_then_forced_without_losing_files(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    (out / "program.p4").write_text("my own program")
+    assert main(["build", "--target", "bmv2", "--out", str(out)]) == 1
+    assert "was not created by p4gen" in capsys.readouterr().err
+    assert (out / "program.p4").read_text() == "my own program"
+    assert main(["build", "--target", "bmv2", "--out", str(out), "--force"]) == 0
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert (out / "program.p4").read_text().startswith("// Generated by p4gen")
+
+
+def test_rebuild_replaces_own_directory_and_keeps_user_files(tmp_path):
+    out = tmp_path / "o"
+    assert main(["build", "--target", "bmv2", "--slots", "16", "--out", str(out)]) == 0
+    (out / "compiled.json").write_text("{}")
+    assert main(["build", "--target", "bmv2", "--slots", "32", "--out", str(out)]) == 0
+    assert json.loads((out / "plan.json").read_text())["params"]["slots"] == 32
+    assert (out / "compiled.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "o"]   # no temporary siblings left
+
+
+def test_output_path_that_is_a_file(tmp_path, capsys):
+    f = tmp_path / "f"
+    f.write_text("x")
+    assert main(["build", "--out", str(f)]) == 1
+    assert capsys.readouterr().err == f"p4gen: error: output '{f}' exists and is not a directory\n"
+    assert f.read_text() == "x"
+
+
+def test_targets_lists_limits(capsys):
+    assert main(["targets"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["target", "arch", "pipes", "stages"]
+    assert out[2].split()[:6] == ["tofino", "tna", "4", "12", "4", "80"]
+
+
+# -- real compilers, where installed -------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
+@pytest.mark.parametrize("stem", ["switchml", "switchml-reference"])
+def test_bmv2_goldens_compile_without_warnings(stem, tmp_path):
+    src = HERE / "golden" / "bmv2" / f"{stem}.p4"
+    res = subprocess.run(["p4c-bm2-ss", "--std", "p4-16", "--arch", "v1model", "-o", str(tmp_path / "o.json"),
+                          "--p4runtime-files", str(tmp_path / "p4info.txt"), str(src)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "warning" not in (res.stdout + res.stderr).lower(), res.stderr
+    from google.protobuf import text_format
+    from p4.config.v1 import p4info_pb2
+
+    theirs = text_format.Parse((tmp_path / "p4info.txt").read_text(), p4info_pb2.P4Info())
+    ours = text_format.Parse((HERE / "golden" / "bmv2" / f"{stem}.p4info.txt").read_text(), p4info_pb2.P4Info())
+    assert {(t.preamble.id, t.preamble.name) for t in theirs.tables} == {(t.preamble.id, t.preamble.name) for t in ours.tables}
+    assert {(a.preamble.id, a.preamble.name) for a in theirs.actions} >= {(a.preamble.id, a.preamble.name) for a in ours.actions}
+
+
+def _tna_include() -> str | None:
+    import os
+
+    inc = os.environ.get("P4GEN_TNA_INCLUDE")
+    return inc if inc and (Path(inc) / "tna.p4").is_file() else None
+
+
+@pytest.mark.skipif(shutil.which("p4test") is None or _tna_include() is None,
+                    reason="p4test or tna.p4 (P4GEN_TNA_INCLUDE) is not available")
+@pytest.mark.parametrize("target,stem", [(t, s) for t, s, _ in regen.CASES if t != "bmv2"])
+def test_tna_goldens_pass_the_frontend(target, stem):
+    src = HERE / "golden" / target / f"{stem}.p4"
+    res = subprocess.run(["p4test", "--std", "p4-16", "-I", _tna_include(), str(src)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
