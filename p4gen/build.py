@@ -22,12 +22,9 @@ from importlib import resources
 from pathlib import Path
 
 from . import __version__
-from .emit.p4 import render_p4, template_sources
-from .emit.p4info import render_p4info
-from .emit.report import render_report_json, render_report_text
+from .emit.p4 import template_sources
 from .errors import CompileError, OutputError
 from .plan import Plan
-from .planner import make_plan
 from .spec import Spec
 from .target import TargetProfile
 
@@ -82,6 +79,11 @@ class BuildResult:
 
 
 def render_all(plan: Plan) -> dict[str, bytes]:
+    # imported here so that a cache hit never loads Jinja or protobuf
+    from .emit.p4 import render_p4
+    from .emit.p4info import render_p4info
+    from .emit.report import render_report_json, render_report_text
+
     return {
         PROGRAM: render_p4(plan).encode(),
         "p4info.txt": render_p4info(plan).encode(),
@@ -250,6 +252,8 @@ def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache:
     files = _cache_get(key) if use_cache else None
     hit = files is not None
     if files is None:
+        from .planner import make_plan
+
         plan = make_plan(spec, profile)
         files = render_all(plan)
         if compile_p4:

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import functools
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
+if TYPE_CHECKING:
+    import jinja2
 
 from .. import decision
 from ..plan import Plan
 
 
 @functools.lru_cache(maxsize=1)
-def environment() -> jinja2.Environment:
+def environment() -> "jinja2.Environment":
+    import jinja2
+
     root = resources.files("p4gen.templates")
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
