@@ -1,0 +1,253 @@
+"""SwitchML worker protocol as a pure state machine (no sockets, no clock).
+
+A :class:`Worker` turns one tensor into contribution frames and result
+frames back into the reduced tensor.  The caller owns the network and the
+time: :meth:`Worker.start` gives the first frames, :meth:`Worker.receive`
+takes one frame from the switch and gives the frames to send next, and
+:meth:`Worker.tick` gives the frames whose retransmission timer expired.
+
+Protocol (SwitchML, NSDI'21):
+
+* the tensor is split into chunks of ``elements_per_packet`` values (the
+  last one padded with zeros);
+* the worker has a window of ``window`` slots; protocol index ``t`` uses
+  slot ``t mod window`` and copy ``(t // window) % 2``; the packet carries
+  ``tsi = tsi_base + t`` and ``pool_index = copy << slot_bits | slot``;
+* at most one index per slot is outstanding.  A result is accepted only
+  when its ``tsi``, slot and copy are those of the outstanding index (stale
+  or duplicate results are ignored); then the next index of that slot goes
+  out, on the flipped copy;
+* every outstanding index has a timer; on expiry the same frame is sent
+  again and the timeout doubles (``backoff``) up to ``max_timeout``.  Any
+  accepted result on the slot resets the slot's timeout.
+
+Exponent negotiation (float tensors).  The switch keeps the maximum of the
+exponents it sees per slot copy and writes it into the result.  Index ``t``
+carries, in ``agg.exponent``, the biased exponent of data chunk ``t`` and,
+as values, data chunk ``t - window`` quantised with the exponent agreed in
+the result of index ``t - window``.  The first ``window`` indices are a
+bootstrap round with zero values; the last ``window`` indices carry only
+values.  So every chunk is quantised with the maximum exponent over all
+workers (``p4gen.codec``), at the cost of ``window`` extra packets per
+tensor.  Integer tensors (``mode="int"``) skip this: index ``t`` carries
+chunk ``t`` as raw wire integers and the result is their wrap-around sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import codec
+from .errors import P4genError
+from .packet import Endpoint, Layout, PacketError, contribution_frame, parse_result
+
+
+class WorkerError(P4genError):
+    """A worker parameter is out of range or the tensor cannot be sent."""
+
+
+@dataclass
+class _Slot:
+    t: int = -1                 # outstanding protocol index (-1: none)
+    frame: bytes = b""
+    deadline: float = 0.0
+    timeout: float = 0.0
+    sends: int = 0
+
+
+@dataclass
+class WorkerStats:
+    sent: int = 0
+    retransmitted: int = 0
+    accepted: int = 0
+    ignored: int = 0            # results for another index / job, duplicates
+    malformed: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class Worker:
+    def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
+                 src: Endpoint, dst: Endpoint, mode: str = "float", tsi_base: int = 0,
+                 timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0):
+        if mode not in ("float", "int"):
+            raise WorkerError(f"mode={mode!r} must be 'float' or 'int'")
+        p = layout.params
+        self.layout = layout
+        self.mode = mode
+        self.job = int(job)
+        self.k = layout.elements
+        self.value_width = layout.value_width
+        self.slot_bits = int(p["slot_bits"])
+        if not 1 <= window <= (1 << self.slot_bits):
+            raise WorkerError(f"window={window} must be in 1..{1 << self.slot_bits}")
+        if n_workers < 1:
+            raise WorkerError(f"n_workers={n_workers} must be at least 1")
+        if timeout <= 0 or backoff < 1 or max_timeout < timeout:
+            raise WorkerError("timeout must be > 0, backoff >= 1 and max_timeout >= timeout")
+        self.window = int(window)
+        self.n = int(n_workers)
+        self.src, self.dst = src, dst
+        self.tsi_base = int(tsi_base)
+        self.timeout0, self.backoff, self.max_timeout = float(timeout), float(backoff), float(max_timeout)
+        x = np.asarray(tensor)
+        if x.size == 0:
+            raise WorkerError("cannot all-reduce an empty tensor")
+        self.shape = x.shape
+        self.size = x.size
+        self.chunks = -(-self.size // self.k)
+        padded = np.zeros(self.chunks * self.k, dtype=np.float64 if mode == "float" else np.int64)
+        if mode == "float":
+            codec._check_tensor(x)           # NaN / Inf raise CodecError
+            padded[:self.size] = x.reshape(-1).astype(np.float32)
+            self._blocks = padded.reshape(self.chunks, self.k)
+            self._exp_field = codec.exponent_field(self._blocks, axis=1)
+            self._emax = np.full(self.chunks, codec.EXPONENT_MIN, dtype=np.int64)
+            self.lag = self.window
+            self._out = np.zeros((self.chunks, self.k), dtype=np.float64)
+        else:
+            if not np.issubdtype(x.dtype, np.integer):
+                raise WorkerError(f"mode='int' needs an integer tensor, got {x.dtype}")
+            padded[:self.size] = x.reshape(-1).astype(np.int64) & ((1 << self.value_width) - 1)
+            self._blocks = padded.reshape(self.chunks, self.k)
+            self.lag = 0
+            self._out = np.zeros((self.chunks, self.k), dtype=np.uint64)
+        self.indices = self.chunks + self.lag       # protocol indices 0 .. indices-1
+        self._slots = [_Slot() for _ in range(min(self.window, self.indices))]
+        self._got = np.zeros(self.indices, dtype=bool)
+        self.complete = np.zeros(self.chunks, dtype=bool)   # chunk d's reduced values are in the output
+        self.stats = WorkerStats()
+        self._started = False
+
+    # -- protocol indices -------------------------------------------------
+    def _needed(self, t: int) -> bool:
+        return t < self.chunks or 0 <= t - self.lag < self.chunks
+
+    def pool_index(self, t: int) -> int:
+        return (((t // self.window) & 1) << self.slot_bits) | (t % self.window)
+
+    def _frame(self, t: int) -> bytes:
+        d = t - self.lag
+        if self.mode == "float":
+            if 0 <= d < self.chunks:
+                q = codec.quantize(self._blocks[d], int(self._emax[d]), self.n, self.value_width)
+                values = codec.to_wire(q, self.value_width)
+            else:
+                values = np.zeros(self.k, dtype=np.int64)
+            exp = int(self._exp_field[t]) if t < self.chunks else 0
+        else:
+            values = self._blocks[d] if 0 <= d < self.chunks else np.zeros(self.k, dtype=np.int64)
+            exp = 0
+        return contribution_frame(self.layout, self.src, self.dst, job=self.job,
+                                  tsi=(self.tsi_base + t) & 0xFFFFFFFF, pool_index=self.pool_index(t),
+                                  exponent=exp, values=values)
+
+    def _send(self, j: int, t: int, now: float, reset: bool) -> bytes:
+        s = self._slots[j]
+        s.t = t
+        s.frame = self._frame(t)
+        if reset or s.timeout == 0:
+            s.timeout = self.timeout0
+        s.deadline = now + s.timeout
+        s.sends = 1
+        self.stats.sent += 1
+        return s.frame
+
+    def _next_on_slot(self, j: int, after: int) -> int:
+        t = after + self.window
+        while t < self.indices and not self._needed(t):
+            t += self.window
+        return t if t < self.indices else -1
+
+    # -- driving ------------------------------------------------------------
+    def start(self, now: float = 0.0) -> list[bytes]:
+        """The first frame of every slot of the window."""
+        if self._started:
+            raise WorkerError("worker already started")
+        self._started = True
+        out = []
+        for j in range(len(self._slots)):
+            t = j if self._needed(j) else self._next_on_slot(j, j)
+            if t >= 0:
+                out.append(self._send(j, t, now, True))
+        return out
+
+    def receive(self, frame, now: float = 0.0) -> list[bytes]:
+        """One frame from the switch; the frames to send in response."""
+        try:
+            r = parse_result(self.layout, frame)
+        except PacketError:
+            self.stats.malformed += 1
+            return []
+        if r.job != self.job:
+            self.stats.ignored += 1
+            return []
+        j = r.pool_index & ((1 << self.slot_bits) - 1)
+        if j >= len(self._slots):
+            self.stats.ignored += 1
+            return []
+        s = self._slots[j]
+        t = s.t
+        if t < 0 or r.tsi != ((self.tsi_base + t) & 0xFFFFFFFF) or r.pool_index != self.pool_index(t):
+            self.stats.ignored += 1
+            return []
+        self._accept(t, r)
+        self.stats.accepted += 1
+        nxt = self._next_on_slot(j, t)
+        if nxt < 0:
+            s.t = -1
+            s.frame = b""
+            return []
+        return [self._send(j, nxt, now, True)]
+
+    def _accept(self, t: int, r) -> None:
+        self._got[t] = True
+        d = t - self.lag
+        if self.mode == "float":
+            if t < self.chunks:
+                self._emax[t] = codec.field_exponent(r.exponent)
+            if 0 <= d < self.chunks:
+                q_sum = codec.from_wire(r.values, self.value_width)
+                self._out[d] = codec.dequantize(q_sum, int(self._emax[d]), self.n, self.value_width)
+                self.complete[d] = True
+        elif 0 <= d < self.chunks:
+            self._out[d] = np.asarray(r.values, dtype=np.uint64)
+            self.complete[d] = True
+
+    def tick(self, now: float) -> list[bytes]:
+        """Frames whose timer expired at ``now`` (sent again, timeouts backed off)."""
+        out = []
+        for s in self._slots:
+            if s.t >= 0 and now >= s.deadline:
+                s.timeout = min(s.timeout * self.backoff, self.max_timeout)
+                s.deadline = now + s.timeout
+                s.sends += 1
+                self.stats.retransmitted += 1
+                out.append(s.frame)
+        return out
+
+    def next_deadline(self) -> float | None:
+        ds = [s.deadline for s in self._slots if s.t >= 0]
+        return min(ds) if ds else None
+
+    def outstanding(self) -> dict[int, int]:
+        """slot -> outstanding protocol index."""
+        return {j: s.t for j, s in enumerate(self._slots) if s.t >= 0}
+
+    @property
+    def done(self) -> bool:
+        return bool(self._started and self.complete.all() and all(s.t < 0 for s in self._slots))
+
+    def result(self) -> np.ndarray:
+        """The reduced tensor (float32 for float mode, wire integers for int mode)."""
+        if not self.complete.all():
+            raise WorkerError(f"{int((~self.complete).sum())} of {self.chunks} chunks are not reduced yet")
+        flat = self._out.reshape(-1)[:self.size]
+        if self.mode == "float":
+            return flat.astype(np.float32).reshape(self.shape)
+        return flat.reshape(self.shape)
+
+    def chunk_result(self, d: int) -> np.ndarray:
+        """Reduced values of chunk ``d`` (only meaningful once ``complete[d]``)."""
+        return self._out[d]
