@@ -26,12 +26,14 @@ OBSERVATIONS: dict[str, list[str]] = {
     "cmp": [ops.CMP_NAMES[c] for c in (ops.CMP_LT, ops.CMP_EQ, ops.CMP_GT)],
     "seen": ["0", "1"],
     "count": [ops.COUNT_NAMES[c] for c in range(6)],
+    "data": ["0", "1"],          # OmniReduce: the packet carries a block (1) or only its next offset (0)
 }
 
 # name -> integer code, as the P4 program and the model see them
 CODES: dict[str, dict[str, int]] = {
     "cmp": {v: k for k, v in ops.CMP_NAMES.items()},
     "seen": {"0": 0, "1": 1},
+    "data": {"0": 0, "1": 1},
     "count": {v: k for k, v in ops.COUNT_NAMES.items()},
 }
 OUTCOME_CODES = {v: k for k, v in ops.OUTCOME_NAMES.items()}
@@ -118,14 +120,48 @@ _HARDENED: dict[str, Any] = {
                           {"match": {}, "action": "drop", "stat": "drop_duplicate"}]},
 }
 
+# OmniReduce in the switch (block-sparse).  Every worker sends one packet per
+# round of a slot: the block the previous result asked for, if it is non-zero
+# for that worker (data=1), else a header-only packet (data=0); both carry the
+# worker's next non-zero block offset.  The switch sums the blocks, keeps the
+# smallest next offset, and the last packet of the round returns both.  Built
+# on the hardened SwitchML rules (per-copy round index in the chunk register).
+_OMNIREDUCE: dict[str, Any] = {
+    "variant": "hardened",
+    "assumption": _HARDENED["assumption"],
+    "steps": [
+        _HARDENED["steps"][0],
+        _HARDENED["steps"][1],
+        _HARDENED["steps"][2],
+        _HARDENED["steps"][3],
+        {"name": "minnext", "role": "minnext", "keys": ["cmp", "seen"], "yields": None,
+         "rules": [{"match": {"cmp": "gt"}, "op": "write"},
+                   {"match": {"cmp": "eq", "seen": "0"}, "op": "min"},
+                   {"match": {"cmp": "eq", "seen": "1"}, "op": "read"},
+                   {"match": {"cmp": "lt"}, "op": "nop"}]},
+        {"name": "values", "role": "values", "keys": ["cmp", "seen", "count", "data"], "yields": None,
+         "rules": [{"match": {"cmp": "gt", "count": "first", "data": "1"}, "op": "write"},
+                   {"match": {"cmp": "gt", "count": "first", "data": "0"}, "op": "clear"},
+                   {"match": {"cmp": "eq", "seen": "0", "count": "mid", "data": "1"}, "op": "add"},
+                   {"match": {"cmp": "eq", "seen": "0", "count": "last", "data": "1"}, "op": "add"},
+                   {"match": {"cmp": "eq", "seen": "0", "count": "last", "data": "0"}, "op": "read"},
+                   {"match": {"cmp": "eq", "count": "complete"}, "op": "read"},
+                   {"match": {}, "op": "nop"}]},
+    ],
+    "outcome": _HARDENED["outcome"],
+}
+
 TABLES = {"reference": _REFERENCE, "hardened": _HARDENED}
+PROTOCOL_TABLES = {("switchml", "reference"): _REFERENCE, ("switchml", "hardened"): _HARDENED,
+                   ("omnireduce", "hardened"): _OMNIREDUCE}
 
 
-def decision_table(variant: str) -> dict[str, Any]:
-    """A fresh copy of the decision table of ``variant`` (validated)."""
+def decision_table(variant: str, protocol: str = "switchml") -> dict[str, Any]:
+    """A fresh copy of the decision table of ``protocol`` / ``variant`` (validated)."""
     import copy
 
-    table = copy.deepcopy(TABLES[variant])
+    table = copy.deepcopy(PROTOCOL_TABLES[(protocol, variant)])
+    table["protocol"] = protocol
     validate(table)
     return table
 
@@ -153,7 +189,7 @@ def expand(keys: list[str], rules: list[dict[str, Any]]) -> list[tuple[dict[str,
 
 def validate(table: dict[str, Any]) -> None:
     """Check that every step only uses earlier observations and known ops."""
-    available: set[str] = set()
+    available: set[str] = {"data"} if table.get("protocol") == "omnireduce" else set()
     for step in table["steps"]:
         for key in step["keys"]:
             if key not in available:

@@ -65,6 +65,14 @@ OPS: dict[str, dict[str, str]] = {
         "add": "add the packet's values (wrap-around); return the sums",
         "read": "return the stored values",
         "nop": "no access; the packet keeps its values",
+        "clear": "store zeros; return them (a first packet without data)",
+    },
+    # OmniReduce: smallest next non-zero block offset announced in the round
+    "minnext": {
+        "write": "store the packet's next offset; return it",
+        "min": "store the smaller of the two; return it",
+        "read": "return the stored offset",
+        "nop": "no access; the packet keeps its offset",
     },
 }
 
@@ -182,6 +190,20 @@ def exponent_op(op: str, stored, exp, A: Algebra = INT):
     raise KeyError(f"exponent op {op!r}")
 
 
+def minnext_op(op: str, stored, nxt, A: Algebra = INT):
+    """Return (new_stored, offset the packet carries on)."""
+    if op == "write":
+        return nxt, nxt
+    if op == "min":
+        m = A.ite(A.ugt(stored, nxt), nxt, stored)
+        return m, m
+    if op == "read":
+        return stored, stored
+    if op == "nop":
+        return stored, nxt
+    raise KeyError(f"minnext op {op!r}")
+
+
 def values_op(op: str, stored, pkt, bits: int, A: Algebra = INT):
     """One value lane.  Return (new_stored, value the packet carries on)."""
     if op == "write":
@@ -193,4 +215,7 @@ def values_op(op: str, stored, pkt, bits: int, A: Algebra = INT):
         return stored, stored
     if op == "nop":
         return stored, pkt
+    if op == "clear":
+        zero = A.const(0, bits)
+        return zero, zero
     raise KeyError(f"values op {op!r}")

@@ -59,7 +59,7 @@ METADATA: list[tuple[str, int]] = [
     ("slot_base", 16), ("slot_count", 16), ("mgid", 16), ("slot", 16), ("copy", 1),
     ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8),
     ("chunk_op", 8), ("bitmap_op", 8), ("counter_op", 8), ("exponent_op", 8), ("values_op", 8),
-    ("outcome", 8), ("stat", 8), ("in_port", 16),
+    ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8), ("minnext_op", 8),
 ]
 
 
@@ -89,8 +89,15 @@ def _value_arrays_per_pass(profile: TargetProfile, variant: str) -> int | None:
     return max(0, (s - 3) * a - 1)         # stage 3 shares one ALU with the exponent
 
 
-def _header_bits(passes: int) -> int:
-    bits = sum(w for _, fields in HEADERS for _, w in fields)
+def _headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The header layout of ``protocol``: OmniReduce adds the next non-zero block offset."""
+    if protocol != "omnireduce":
+        return HEADERS
+    return [(n, f + [("next", 32)] if n == "agg" else f) for n, f in HEADERS]
+
+
+def _header_bits(passes: int, protocol: str = "switchml") -> int:
+    bits = sum(w for _, fields in _headers(protocol) for _, w in fields)
     if passes > 1:
         bits += sum(w for _, w in PASS_HEADER[1])
     return bits
@@ -132,7 +139,7 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
                                 f"({MAX_HEADER_SLOTS} slots)")
         return lay
     # 3. frame size
-    hdr_bytes = sum(w_ for name, f in HEADERS if name != "ethernet" for _, w_ in f) // 8
+    hdr_bytes = sum(w_ for name, f in _headers(spec.protocol) if name != "ethernet" for _, w_ in f) // 8
     payload_limit = (profile.mtu_bytes - hdr_bytes) * 8 // w
     if elements > payload_limit:
         lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
@@ -147,9 +154,13 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
                                    f"lanes per pass on {profile.name}, {variant} variant)")
         return lay
     lay.passes, lay.per_pass = split
+    if spec.protocol == "omnireduce" and lay.passes > 1:
+        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.passes} pipeline passes on {profile.name}; "
+                                   f"an omnireduce block must fit one pass")
+        return lay
     lay.pass_bits = (lay.passes - 1).bit_length()
     # 5. PHV
-    lay.phv_bits = _header_bits(lay.passes) + elements * w + _metadata_bits()
+    lay.phv_bits = _header_bits(lay.passes, spec.protocol) + elements * w + _metadata_bits()
     budget = profile.phv_budget_bits
     if budget is not None and lay.phv_bits > budget:
         lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {elements} x {w}-bit "
@@ -177,7 +188,10 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     values = [reg(f"values{j}", "values", ventries, w, lanes, "slot_copy_pass", elements=[j * lanes + i for i in range(lanes)])
               for j in range(lay.per_pass // lanes)]
     if variant == "hardened":
-        groups.append([counter, exponent])
+        group = [counter, exponent]
+        if spec.protocol == "omnireduce":
+            group.append(reg("minnext", "minnext", sc, 32, 1, "slot_copy"))
+        groups.append(group)
         tail = values
     else:
         groups.append([counter])
@@ -288,7 +302,10 @@ def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout) -> InfeasibleEr
 
 def fit(spec: Spec, profile: TargetProfile) -> Layout:
     """Choose the variant and element count and lay the spec out, or raise."""
-    variants = ["hardened", "reference"] if spec.variant == "auto" else [spec.variant]
+    if spec.protocol == "omnireduce":
+        variants = ["hardened"]
+    else:
+        variants = ["hardened", "reference"] if spec.variant == "auto" else [spec.variant]
     first_failure: Layout | None = None
     for variant in variants:
         elements = spec.elements_per_packet
@@ -399,6 +416,8 @@ def _resources(profile: TargetProfile, lay: Layout) -> dict[str, Any]:
 
 
 def _alternative(profile: TargetProfile, spec: Spec, lay: Layout) -> dict[str, Any]:
+    if spec.protocol == "omnireduce":
+        return {"variant": "reference", "fits": False, "why": "omnireduce is built hardened only"}
     other = "reference" if lay.variant == "hardened" else "hardened"
     alt = _build_layout(profile, spec, other, lay.elements, lay.slots)
     if alt.failure is not None:
@@ -415,7 +434,7 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Layout) -> dict[str, A
 def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
     """Run the planner passes and return the Plan."""
     lay = fit(spec, profile)
-    table = decision.decision_table(lay.variant)
+    table = decision.decision_table(lay.variant, spec.protocol)
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
     params = {
         "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
@@ -429,7 +448,7 @@ def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
         "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),
     }
     headers = [{"name": n, "fields": [{"name": f, "bits": b} for f, b in fields],
-                "bytes": sum(b for _, b in fields) // 8} for n, fields in HEADERS]
+                "bytes": sum(b for _, b in fields) // 8} for n, fields in _headers(spec.protocol)]
     headers.append({"name": "data", "repeat": lay.passes,
                     "fields": [{"name": f"d{i}", "bits": spec.value_width} for i in range(lay.per_pass)],
                     "bytes": lay.per_pass * spec.value_width // 8})

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import SpecError
 
-PROTOCOLS = ("switchml",)
+PROTOCOLS = ("switchml", "omnireduce")
 VARIANTS = ("auto", "hardened", "reference")
 VALUE_WIDTHS = (16, 32)
 
@@ -63,6 +63,8 @@ def make_spec(**fields: Any) -> Spec:
     spec = Spec(**given)
     _choice("protocol", spec.protocol, PROTOCOLS)
     _choice("variant", spec.variant, VARIANTS)
+    if spec.protocol == "omnireduce" and spec.variant == "reference":
+        raise SpecError("variant='reference' exists for protocol switchml only; omnireduce is built hardened")
     _int_field("max_workers", spec.max_workers, 2, MAX_WORKERS)
     _int_field("slots", spec.slots, 1, MAX_SLOTS)
     if spec.elements_per_packet is not None:

@@ -123,6 +123,8 @@ def context(plan: Plan) -> dict[str, Any]:
         "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
         "w": p["value_width"], "hexid": lambda v: f"0x{v:08x}",
         "names": d["p4names"],
+        "omni": d["protocol"] == "omnireduce",
+        "data_bytes": data["bytes"],
     }
 
 

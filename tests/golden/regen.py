@@ -25,6 +25,9 @@ CASES = [
     ("tofino2", "switchml", {"slots": 512}),
     ("bmv2", "switchml", {"slots": 512}),
     ("bmv2", "switchml-reference", {"slots": 512, "variant": "reference"}),
+    ("tofino", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
+    ("tofino2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
+    ("bmv2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
 ]
 
 

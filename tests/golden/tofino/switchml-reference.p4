@@ -16,6 +16,8 @@ const bit<16> FLOOD_GROUP_BASE = 0x8000;
 const bit<8> CMP_LT = 0;
 const bit<8> CMP_EQ = 1;
 const bit<8> CMP_GT = 2;
+const bit<8> DATA_0 = 0;
+const bit<8> DATA_1 = 1;
 const bit<8> COUNT_NONE = 0;
 const bit<8> COUNT_FIRST = 1;
 const bit<8> COUNT_MID = 2;
@@ -54,6 +56,11 @@ const bit<8> OP_VALUES_WRITE = 0;
 const bit<8> OP_VALUES_ADD = 1;
 const bit<8> OP_VALUES_READ = 2;
 const bit<8> OP_VALUES_NOP = 3;
+const bit<8> OP_VALUES_CLEAR = 4;
+const bit<8> OP_MINNEXT_WRITE = 0;
+const bit<8> OP_MINNEXT_MIN = 1;
+const bit<8> OP_MINNEXT_READ = 2;
+const bit<8> OP_MINNEXT_NOP = 3;
 
 
 header ethernet_h {
@@ -194,6 +201,8 @@ struct metadata_t {
     bit<8> outcome;
     bit<8> stat;
     bit<16> in_port;
+    bit<8> data;
+    bit<8> minnext_op;
     bit<32> mask0;
     bit<8> seen0;
 }
@@ -236,6 +245,8 @@ parser P4genIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.outcome = 0;
         meta.stat = 0;
         meta.in_port = 0;
+        meta.data = 0;
+        meta.minnext_op = 0;
         meta.mask0 = 0;
         meta.seen0 = 0;
         transition parse_ethernet;
@@ -1762,6 +1773,8 @@ parser P4genEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.outcome = 0;
         meta.stat = 0;
         meta.in_port = 0;
+        meta.data = 0;
+        meta.minnext_op = 0;
         meta.mask0 = 0;
         meta.seen0 = 0;
         transition parse_ethernet;
