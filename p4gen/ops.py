@@ -6,7 +6,8 @@ semantics are written once, over an abstract algebra, so the same
 definitions drive the software data plane (Python integers) and the Z3
 encoding (bit-vector terms).  The P4 templates render the same operation
 names as RegisterActions (TNA) or register read/modify/write (v1model);
-``tests/test_ops.py`` pins each rendering to these definitions.
+``tests/test_ops.py`` checks that every operation a decision table names is
+rendered by both templates, and pins the semantics with exact examples.
 
 Observations produced by the operations, as small integer codes shared by
 the P4 program, the model and the verifier:
