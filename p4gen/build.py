@@ -264,3 +264,28 @@ def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache:
         plan = Plan.from_json(files["plan.json"].decode(), "cached plan.json")
     _write_output(out, files, key, force)
     return BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})
+
+
+def _build_one(job: tuple) -> BuildResult:
+    spec, profile, out, kwargs = job
+    return build(spec, profile, out, **kwargs)
+
+
+def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, **kwargs) -> list[BuildResult]:
+    """Build ``spec`` for several targets in parallel processes, into ``out_root/<target>``.
+
+    Every output directory is checked before any build starts, so a refusal
+    never leaves some targets built and others not.
+    """
+    from concurrent.futures import ProcessPoolExecutor
+
+    root = Path(out_root)
+    outs = [root / p.name for p in profiles]
+    for out in outs:
+        _check_output(out, kwargs.get("force", False))
+    jobs = [(spec, p, out, kwargs) for p, out in zip(profiles, outs)]
+    workers = min(len(jobs), os.cpu_count() or 1)
+    if workers <= 1:
+        return [_build_one(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_build_one, jobs))

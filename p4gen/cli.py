@@ -47,34 +47,47 @@ def _spec_from_args(args: argparse.Namespace):
     return make_spec(**{k: v for k, v in fields.items() if v is not None})
 
 
-def _profile_from_args(args: argparse.Namespace):
+def _profiles_from_args(args: argparse.Namespace):
     from .target import load_target, load_target_file
 
     if args.target_file:
-        return load_target_file(args.target_file)
-    return load_target(args.target)
+        return [load_target_file(args.target_file)]
+    names = [n.strip() for n in args.target.split(",")]
+    if len(set(names)) != len(names) or not all(names):
+        raise P4genError(f"--target {args.target!r} must name each target once, separated by commas")
+    return [load_target(n) for n in names]
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    from .build import build
+    from .build import build, build_many
 
     spec = _spec_from_args(args)
-    profile = _profile_from_args(args)
-    out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+    profiles = _profiles_from_args(args)
     t0 = time.perf_counter()
-    res = build(spec, profile, out, use_cache=not args.no_cache, force=args.force, compile_p4=args.compile)
+    if len(profiles) == 1:
+        profile = profiles[0]
+        out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+        results = [build(spec, profile, out, use_cache=not args.no_cache, force=args.force, compile_p4=args.compile)]
+    else:
+        root = Path(args.out) if args.out else Path("p4gen-out") / spec.protocol
+        results = build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
+                             compile_p4=args.compile)
     dt = time.perf_counter() - t0
-    p = res.plan.params
-    print(f"built {res.plan.data['protocol']} ({res.plan.variant}) for {profile.name}: slots={p['slots']} "
-          f"elements_per_packet={p['elements_per_packet']} passes={p['passes']} max_workers={p['max_workers']} "
-          f"-> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'} in {dt * 1000:.0f} ms)")
-    for name in sorted(res.files):
-        print(f"  {res.out_dir / name}")
+    for res in results:
+        p = res.plan.params
+        print(f"built {res.plan.data['protocol']} ({res.plan.variant}) for {res.plan.target['name']}: "
+              f"slots={p['slots']} elements_per_packet={p['elements_per_packet']} passes={p['passes']} "
+              f"max_workers={p['max_workers']} -> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'})")
+        for name in sorted(res.files):
+            print(f"  {res.out_dir / name}")
+    print(f"{len(results)} build(s) in {dt * 1000:.0f} ms")
     if args.verify:
         from .verify.runner import run
 
-        report = run(res.plan)
-        return 0 if report.ok else 1
+        ok = True
+        for res in results:
+            ok = run(res.plan).ok and ok
+        return 0 if ok else 1
     return 0
 
 
@@ -93,7 +106,8 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--value-width", type=int, help="bits per value: 32 (default) or 16")
     b.add_argument("--jobs", type=int, help="concurrent jobs the tables are sized for (default 1)")
     tgt = b.add_mutually_exclusive_group()
-    tgt.add_argument("--target", default="tofino", help="built-in target profile (see `p4gen targets`)")
+    tgt.add_argument("--target", default="tofino",
+                     help="built-in target profile (see `p4gen targets`); several, comma-separated, build in parallel")
     tgt.add_argument("--target-file", help="a target profile of your own (TOML)")
     b.add_argument("--out", help="output directory (default p4gen-out/<target>-<protocol>)")
     b.add_argument("--no-cache", action="store_true", help="ignore and do not fill the build cache")

@@ -258,3 +258,37 @@ def test_tna_goldens_pass_the_frontend(target, stem):
     src = HERE / "golden" / target / f"{stem}.p4"
     res = subprocess.run(["p4test", "--std", "p4-16", "-I", _tna_include(), str(src)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_several_targets_build_in_parallel(tmp_path, capsys):
+    assert main(["build", "--slots", "64", "--target", "tofino,tofino2,bmv2", "--out", str(tmp_path / "all")]) == 0
+    for t in ("tofino", "tofino2", "bmv2"):
+        assert json.loads((tmp_path / "all" / t / "plan.json").read_text())["target"]["name"] == t
+    assert capsys.readouterr().out.splitlines()[-1].startswith("3 build(s) in ")
+
+
+def test_several_targets_refused_before_any_build(tmp_path, capsys):
+    (tmp_path / "all" / "bmv2").mkdir(parents=True)
+    (tmp_path / "all" / "bmv2" / "mine.txt").write_text("x")
+    assert main(["build", "--target", "tofino,bmv2", "--out", str(tmp_path / "all")]) == 1
+    assert "was not created by p4gen" in capsys.readouterr().err
+    assert not (tmp_path / "all" / "tofino").exists()
+
+
+def test_spec_file_with_overrides(tmp_path):
+    spec = tmp_path / "job.toml"
+    spec.write_text('slots = 128\nmax_workers = 8\nvariant = "reference"\n')
+    assert main(["build", "--spec", str(spec), "--slots", "256", "--target", "bmv2", "--out", str(tmp_path / "o")]) == 0
+    plan = json.loads((tmp_path / "o" / "plan.json").read_text())
+    assert (plan["params"]["slots"], plan["params"]["max_workers"], plan["variant"]) == (256, 8, "reference")
+
+
+def test_spec_file_errors(tmp_path, capsys):
+    spec = tmp_path / "job.toml"
+    spec.write_text('slots = 128\nwidth = 8\n')
+    assert main(["build", "--spec", str(spec)]) == 1
+    assert capsys.readouterr().err == ("p4gen: error: unknown spec field 'width'; known fields: elements_per_packet, "
+                                       "jobs, max_workers, protocol, slots, value_width, variant\n")
+    spec.write_text('slots = "many"\n')
+    assert main(["build", "--spec", str(spec)]) == 1
+    assert capsys.readouterr().err == "p4gen: error: slots='many' must be an integer in 1..16777216\n"
