@@ -139,13 +139,18 @@ def _val_nop(rows, pkt):
     return None
 
 
+def _val_clear(rows, pkt):
+    rows[...] = 0
+    return rows
+
+
 FAST_KERNELS: dict[str, dict[str, Callable]] = {
     "chunk": {"advance": _chunk_advance},
     "bitmap": {"set_clear": _bm_set_clear, "set": _bm_set, "reset_set": _bm_reset_set, "nop": _bm_nop},
     "counter": {"inc_mod": _cnt_inc_mod, "probe_zero": _cnt_probe_zero, "reset_one": _cnt_reset_one,
                 "inc_sat": _cnt_inc_sat, "probe_full": _cnt_probe_full, "nop": _cnt_nop},
     "exponent": {"write": _exp_write, "max": _exp_max, "read": _exp_read, "nop": _exp_nop},
-    "values": {"write": _val_write, "add": _val_add, "read": _val_read, "nop": _val_nop},
+    "values": {"write": _val_write, "add": _val_add, "read": _val_read, "nop": _val_nop, "clear": _val_clear},
 }
 
 
@@ -154,6 +159,9 @@ class NumpyAlgebra:
 
     def add(self, a, b, bits):
         return ((np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)) & ((1 << bits) - 1))
+
+    def const(self, value, bits):
+        return np.uint64(value)
 
 
 NP = NumpyAlgebra()
@@ -199,6 +207,10 @@ class SwitchModel:
         self.params = p = data["params"]
         self.layout = L = Layout(data)
         table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
+        roles = {st["role"] for st in table.get("steps", [])} - set(FAST_KERNELS)
+        if roles:
+            raise ModelError(f"the model does not implement register role(s) {', '.join(sorted(roles))} "
+                             f"(protocol {data.get('protocol')!r})")
         try:
             dmod.validate(table)
         except (ValueError, LookupError, KeyError) as exc:
@@ -636,7 +648,7 @@ class SwitchModel:
                 new, carried = ops.values_op(op, rows.copy(), self._payload(frame).astype(rows.dtype),
                                              self.layout.value_width, NP)
                 rows[...] = np.asarray(new).astype(rows.dtype)
-                vals_out = None if op in ("write", "nop") else np.asarray(carried).astype(rows.dtype)
+                vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
             if step["yields"]:
                 obs[step["yields"]] = y
         rule = dmod.lookup(self.decision["outcome"]["rules"], obs)
@@ -657,7 +669,7 @@ class SwitchModel:
         ihl_i, ihl_s, ihl_m = self._ihl
         if (u[self._i_etype] != ETHERTYPE_IPV4 or (u[ihl_i] >> ihl_s) & ihl_m != 5
                 or u[self._i_proto] != IPPROTO_UDP or not L.udp_port_min <= u[self._i_dport] <= L.udp_port_max):
-            return self._l2(frame, ingress_port, u[self._i_eth_dst])
+            return self._forward_l2(frame, ingress_port, u[self._i_eth_dst])
         return self._agg(frame, ingress_port, u)
 
     def _count(self, stat: int, nbytes: int) -> None:
@@ -675,24 +687,24 @@ class SwitchModel:
             return []
         e = eth.decode(frame)
         if e["ether_type"] != ETHERTYPE_IPV4:
-            return self._l2(frame, port, bytes(frame[:6]))
+            return self._forward_l2(frame, port, bytes(frame[:6]))
         iph = L.headers["ipv4"]
         if n < iph.offset + iph.nbytes:
             self._count(mal, n)
             return []
         ipf = iph.decode(frame)
         if ipf["ihl"] != 5 or ipf["protocol"] != IPPROTO_UDP:
-            return self._l2(frame, port, bytes(frame[:6]))
+            return self._forward_l2(frame, port, bytes(frame[:6]))
         uh = L.headers["udp"]
         if n < uh.offset + uh.nbytes:
             self._count(mal, n)
             return []
         if not L.udp_port_min <= uh.decode(frame)["dst_port"] <= L.udp_port_max:
-            return self._l2(frame, port, bytes(frame[:6]))
+            return self._forward_l2(frame, port, bytes(frame[:6]))
         self._count(mal, n)
         return []
 
-    def _l2(self, frame, port: int, dst: bytes) -> list[tuple[int, bytes]]:
+    def _forward_l2(self, frame, port: int, dst: bytes) -> list[tuple[int, bytes]]:
         n = len(frame)
         out = self._l2.get(dst, None)
         frame = bytes(frame)

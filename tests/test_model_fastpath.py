@@ -1,0 +1,263 @@
+"""The model's fast path against p4gen.ops and against the table-driven reference execution."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from p4gen import decision, ops
+from p4gen import packet as P
+from p4gen.model import FAST_KERNELS, ModelError, SwitchModel, WorkerAddr, job_config
+from p4gen.planner import make_plan
+from p4gen.spec import make_spec
+from p4gen.target import load_target
+
+U32 = st.integers(0, 2 ** 32 - 1)
+SMALL = st.integers(0, 5)
+INTS = st.one_of(SMALL, U32)
+SW = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48870)
+
+
+# -- kernels == ops ---------------------------------------------------------------
+@given(stored=INTS, tsi=INTS)
+def test_chunk_kernel(stored, tsi):
+    assert FAST_KERNELS["chunk"]["advance"](stored, tsi) == ops.chunk_op("advance", stored, tsi)
+
+
+@given(op=st.sampled_from(sorted(ops.OPS["bitmap"])), this=INTS, other=INTS,
+       bit=st.integers(0, 31), zero=st.booleans())
+def test_bitmap_kernels(op, this, other, bit, zero):
+    mask = 0 if zero else 1 << bit
+    t, o, s = ops.bitmap_op(op, this, other, mask, 32)
+    assert FAST_KERNELS["bitmap"][op](this, other, mask, 2 ** 32 - 1) == (t, o, int(bool(s)))
+
+
+@given(op=st.sampled_from(sorted(ops.OPS["counter"])), count=INTS, n=st.integers(1, 300))
+def test_counter_kernels(op, count, n):
+    assert FAST_KERNELS["counter"][op](count, n, 2 ** 32 - 1) == ops.counter_op(op, count, n, 32)
+
+
+@given(op=st.sampled_from(sorted(ops.OPS["exponent"])), stored=st.integers(0, 255), exp=st.integers(0, 255))
+def test_exponent_kernels(op, stored, exp):
+    assert FAST_KERNELS["exponent"][op](stored, exp) == ops.exponent_op(op, stored, exp)
+
+
+@given(op=st.sampled_from(sorted(ops.OPS["values"])),
+       stored=st.lists(U32, min_size=4, max_size=4), pkt=st.lists(U32, min_size=4, max_size=4))
+def test_values_kernels(op, stored, pkt):
+    rows = np.array([stored], dtype=np.uint32)
+    p = np.array([pkt], dtype=">u4")
+    carried = FAST_KERNELS["values"][op](rows, lambda: p)
+    exp_new, exp_carried = zip(*(ops.values_op(op, s, q, 32) for s, q in zip(stored, pkt)))
+    assert rows[0].tolist() == list(exp_new)
+    assert (pkt if carried is None else np.asarray(carried)[0].tolist()) == list(exp_carried)
+
+
+def test_every_switchml_op_has_a_kernel():
+    roles = {s["role"] for v in ("reference", "hardened") for s in decision.decision_table(v)["steps"]}
+    assert roles <= set(FAST_KERNELS)
+    for r in roles:
+        assert set(FAST_KERNELS[r]) == set(ops.OPS[r])
+
+
+# -- fast path == reference execution ---------------------------------------------------
+def _plan(variant, target="bmv2", elements=8, workers=4):
+    return make_plan(make_spec(slots=4, elements_per_packet=elements, variant=variant, max_workers=workers),
+                     load_target(target))
+
+
+PLANS = {
+    "reference": _plan("reference"),
+    "hardened": _plan("hardened"),
+    "hardened-2pass-2words": _plan("hardened", "tofino", 128, 40),
+}
+
+
+def _addrs(n):
+    return [WorkerAddr(1 + i % 8, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(n)]
+
+
+def _models(plan, n):
+    out = []
+    for fast in (True, False):
+        m = SwitchModel(plan, fast=fast)
+        m.load_config(job_config(plan, 1, _addrs(n), slot_count=3, mgid=5, rid_base=50))
+        out.append(m)
+    return out
+
+
+PKT = st.tuples(st.integers(0, 39), st.integers(0, 3), st.integers(0, 1), st.integers(0, 6), st.integers(0, 255),
+                st.integers(0, 2 ** 32 - 1))
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+@settings(max_examples=60)
+@given(stream=st.lists(PKT, max_size=60), n=st.integers(2, 40))
+def test_fast_equals_reference(name, stream, n):
+    plan = PLANS[name]
+    if n > plan.data["params"]["max_workers"]:
+        n = plan.data["params"]["max_workers"]
+    L = P.Layout(plan)
+    fast, ref = _models(plan, n)
+    addrs = _addrs(n)
+    for w, slot, cp, tsi, exp, seed in stream:
+        a = addrs[w % n]
+        vals = np.random.default_rng(seed).integers(0, 2 ** L.value_width, L.elements)
+        f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=tsi,
+                                 pool_index=(cp << 15) | slot, exponent=exp, values=vals)
+        assert fast.process(f, a.port) == ref.process(f, a.port)
+    assert fast.counter_read() == ref.counter_read()
+    for r in fast.register_names():
+        assert np.array_equal(fast.register_read(r), ref.register_read(r)), r
+
+
+# -- packet handling ----------------------------------------------------------------------
+@pytest.fixture()
+def job():
+    plan = PLANS["hardened"]
+    m = SwitchModel(plan)
+    addrs = _addrs(2)
+    m.load_config(job_config(plan, 1, addrs, slot_count=2, mgid=5, rid_base=50))
+    return plan, P.Layout(plan), m, addrs
+
+
+def _frame(L, a, **kw):
+    args = dict(job=1, tsi=1, pool_index=0, exponent=130, values=np.arange(L.elements))
+    args.update(kw)
+    return P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, **args)
+
+
+def _valid_checksum(L, frame):
+    hdr = frame[L.ipv4_offset:L.ipv4_offset + L.ipv4_len]
+    return P.ipv4_checksum(hdr) == 0
+
+
+def test_multicast_rewrites_each_replica(job):
+    plan, L, m, addrs = job
+    m.set_group(5, [(addrs[0].port, 50), (addrs[1].port, 51), (9, 0), (9, 77)])
+    assert m.process(_frame(L, addrs[0], exponent=120), addrs[0].port) == []
+    out = m.process(_frame(L, addrs[1], exponent=131), addrs[1].port)
+    assert [p for p, _ in out] == [addrs[0].port, addrs[1].port, 9, 9]
+    for (port, fr), a in zip(out[:2], addrs):
+        r = P.parse_result(L, fr)
+        assert r.headers["ethernet"]["dst_addr"] == a.mac and r.headers["ethernet"]["src_addr"] == SW.mac
+        assert r.headers["ipv4"]["dst_addr"] == a.ip and r.headers["ipv4"]["src_addr"] == SW.ip
+        assert r.headers["udp"]["dst_port"] == a.udp_port and r.headers["udp"]["src_port"] == SW.port
+        assert r.headers["udp"]["checksum"] == 0 and _valid_checksum(L, fr)
+        assert r.exponent == 131 and r.values.tolist() == (2 * np.arange(L.elements)).tolist()
+    # rid 0 and an unknown rid: the result leaves unchanged (still a result, checksum fixed)
+    plain = out[2][1]
+    assert plain == out[3][1]
+    hdrs = L.headers["ipv4"].decode(plain)
+    assert hdrs["dst_addr"] == SW.ip and _valid_checksum(L, plain)
+    assert m.stats["multicast"] == 1 and m.stats["absorbed"] == 1
+
+
+def test_retransmission_to_complete_slot_is_unicast(job):
+    plan, L, m, addrs = job
+    m.process(_frame(L, addrs[0]), addrs[0].port)
+    m.process(_frame(L, addrs[1]), addrs[1].port)
+    out = m.process(_frame(L, addrs[0]), addrs[0].port)
+    assert len(out) == 1 and out[0][0] == addrs[0].port
+    r = P.parse_result(L, out[0][1])
+    assert r.headers["ipv4"]["dst_addr"] == addrs[0].ip and r.headers["udp"]["dst_port"] == addrs[0].udp_port
+    assert r.values.tolist() == (2 * np.arange(L.elements)).tolist() and _valid_checksum(L, out[0][1])
+    assert m.stats["unicast"] == 1
+
+
+def test_drops_and_counters(job):
+    plan, L, m, addrs = job
+    a = addrs[0]
+    f = _frame(L, a)
+    assert m.process(f[:-1], a.port) == []                       # truncated payload
+    assert m.process(f[:20], a.port) == []                       # truncated IPv4
+    assert m.process(f[:8], a.port) == []                        # not even Ethernet
+    assert m.stats["drop_malformed"] == 3
+    assert m.process(_frame(L, a, msg_type=1), a.port) == []
+    assert m.stats["drop_malformed"] == 4
+    assert m.process(f, a.port + 1) == []                        # wrong ingress port
+    assert m.process(_frame(L, a, job=2), a.port) == []
+    assert m.stats["drop_unknown"] == 2
+    assert m.process(_frame(L, a, pool_index=2), a.port) == []  # job has 2 slots
+    assert m.stats["drop_bad_slot"] == 1
+    packets, nbytes = m.counter_read()["drop_bad_slot"]
+    assert (packets, nbytes) == (1, len(f))
+
+
+def test_l2_forwarding(job):
+    plan, L, m, addrs = job
+    m.set_group(plan.data["params"]["flood_group_base"] + 3, [(1, 0), (2, 0)])
+    arp = bytes.fromhex("ffffffffffff020000000009" "0806") + bytes(28)
+    assert m.process(arp, 3) == [(1, arp), (2, arp)]
+    m.insert("l2_forward", {"dst_addr": "ff:ff:ff:ff:ff:ff"}, "l2_unicast", {"port": 4})
+    assert m.process(arp, 3) == [(4, arp)]
+    # IPv4 with options and UDP to another port are plain traffic too
+    f = bytearray(_frame(L, addrs[0]))
+    f[L.ipv4_offset] = 0x46
+    assert m.process(bytes(f), 3) == [(1, bytes(f)), (2, bytes(f))]
+    assert m.stats["l2_unicast"] == 1 and m.stats["l2_flood"] == 2
+
+
+def test_control_plane_validation(job):
+    plan, L, m, addrs = job
+    with pytest.raises(ModelError, match="unknown table"):
+        m.insert("nope", {}, "x")
+    with pytest.raises(ModelError, match="9 bits"):
+        m.insert("l2_forward", {"dst_addr": 1}, "l2_unicast", {"port": 512})
+    with pytest.raises(ModelError, match="no action"):
+        m.insert("l2_forward", {"dst_addr": 1}, "set_worker", {})
+    with pytest.raises(ModelError, match="lacks the parameter"):
+        m.insert("l2_forward", {"dst_addr": 1}, "l2_unicast", {})
+    with pytest.raises(ModelError, match="no key"):
+        m.insert("l2_forward", {"dst_addr": 1, "x": 2}, "l2_unicast", {"port": 1})
+    with pytest.raises(ModelError, match="already holds"):
+        m.load_config(job_config(plan, 1, addrs, slot_count=2, mgid=5, rid_base=50))
+    with pytest.raises(ModelError, match="exceeds"):
+        m.insert("workers", {"job": 9, "ingress_port": 1, "src_addr": 1, "src_port": 1}, "set_worker",
+                 {"worker_id": 0, "word": 0, "mask": 1, "num_workers": 2, "slot_base": 3, "slot_count": 2,
+                  "mgid": 1})
+    with pytest.raises(ModelError, match="const|unknown table"):
+        m.insert("dt_values", {}, "set_values_op", {"op": 0})
+    m.insert("l2_forward", {"dst_addr": 5}, "l2_unicast", {"port": 1})
+    m.modify("l2_forward", {"dst_addr": 5}, "l2_unicast", {"port": 2})
+    assert m.read("l2_forward") == [{"table": "l2_forward", "match": {"dst_addr": 5}, "action": "l2_unicast",
+                                     "params": {"port": 2}}]
+    m.delete("l2_forward", {"dst_addr": 5})
+    assert m.read("l2_forward") == []
+    with pytest.raises(ModelError, match="holds no entry"):
+        m.delete("l2_forward", {"dst_addr": 5})
+    with pytest.raises(ModelError):
+        m.set_group(0, [])
+
+
+def test_registers_read_reset(job):
+    plan, L, m, addrs = job
+    m.process(_frame(L, addrs[0], tsi=4, pool_index=1 | 1 << 15), addrs[0].port)
+    sc = (1 << 1) | 1
+    name = {role: [r["name"] for r in plan.registers(role)] for role in ("chunk", "bitmap", "counter", "exponent",
+                                                                         "values")}
+    assert m.register_read(name["chunk"][0])[sc] == 4
+    assert m.register_read(name["bitmap"][0])[1].tolist() == [0, 1]
+    assert m.register_read(name["counter"][0])[sc] == 1 and m.register_read(name["exponent"][0])[sc] == 130
+    by_elements = {tuple(r["elements"]): r["name"] for r in plan.registers("values")}
+    assert m.register_read(by_elements[(0, 1)])[sc].tolist() == [0, 1]
+    assert m.register_read(by_elements[(2, 3)])[sc].tolist() == [2, 3]
+    m.register_write(name["counter"][0], 0, 7)
+    assert m.register_read(name["counter"][0])[0] == 7
+    m.register_reset()
+    assert all(not m.register_read(r).any() for r in m.register_names())
+    with pytest.raises(ModelError):
+        m.register_read("nope")
+
+
+def test_custom_decision_table_is_validated():
+    plan = PLANS["hardened"]
+    table = copy.deepcopy(plan.data["decision"])
+    table["steps"][0]["rules"][0]["op"] = "teleport"
+    with pytest.raises(ModelError, match="invalid"):
+        SwitchModel(plan, decision=table)
+    assert SwitchModel(plan, decision=decision.decision_table("reference")).decision["variant"] == "reference"
