@@ -1,0 +1,282 @@
+"""Push, set up and tear down jobs, read counters, reset registers.
+
+Everything written is derived from the Plan and the job file:
+
+* ``workers``     (job, ingress_port, src_addr, src_port) -> set_worker(worker_id,
+  word = id // bitmap_word_bits, mask = 1 << id % bitmap_word_bits, num_workers,
+  slot_base, slot_count, mgid), one entry per worker;
+* ``result_dst``  rid -> set_result_dst(mac, ip, udp_port), rid = 1 + job * max_workers + id;
+* multicast group ``mgid``: one replica (port, rid) per worker;
+* ``l2_forward``  worker MAC -> l2_unicast(port);
+* flood groups   flood_group_base + p: every other worker port, for each port p that has workers.
+
+Existing jobs are read back from the switch (``workers``, ``result_dst``,
+``l2_forward`` and the multicast groups), so two controllers or two runs
+need no local state.  A batch that fails is rolled back (inserts deleted,
+modified groups restored) before the error is raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from p4.v1 import p4runtime_pb2
+
+from . import bmv2, codec
+from .client import SwitchConnection
+from .entities import Entry, PlanEntities, update
+from .errors import ControllerError, JobConflictError, PipelineError, SwitchError, WriteError
+from .jobfile import Job, job_rid
+from .pipeline import Build, p4info_diff
+from ..emit.p4info import build_p4info
+
+INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
+
+
+@dataclass
+class JobState:
+    """A job as found on the switch."""
+    job: int
+    slot_base: int
+    slot_count: int
+    mgid: int
+    workers: list[Entry] = field(default_factory=list)
+
+    @property
+    def slot_end(self) -> int:
+        return self.slot_base + self.slot_count - 1
+
+
+@dataclass
+class SwitchState:
+    jobs: dict[int, JobState]
+    result_dst: dict[int, Entry]
+    l2: dict[int, Entry]
+    groups: dict[int, list[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a setup or teardown wrote."""
+    job: int
+    updates: int
+    workers: int
+    slots: tuple[int, int]
+    mgid: int
+
+
+class Controller:
+    """Job control for one switch running one build."""
+
+    def __init__(self, build: Build, conn: SwitchConnection):
+        self.build = build
+        self.plan = build.plan
+        self.conn = conn
+        self.ents = PlanEntities(build.plan)
+        p = self.plan.params
+        self.flood_base = int(p["flood_group_base"])
+        self.word_bits = int(p["bitmap_word_bits"])
+
+    # ------------------------------------------------------------ pipeline
+    def push(self) -> None:
+        self.conn.set_pipeline(self.build.p4info, self.build.device_config)
+
+    def check_pipeline(self) -> None:
+        """Refuse to program a switch that runs another program than the plan's."""
+        diff = p4info_diff(build_p4info(self.plan), self.conn.get_p4info(), strict=False)
+        if diff:
+            raise PipelineError(f"switch at {self.conn.addr} runs another program than {self.build.path}: "
+                                f"its P4Info {diff}; run `p4gen ctl push {self.build.path}` first")
+
+    # ------------------------------------------------------------ state
+    def state(self) -> SwitchState:
+        e = self.ents
+        ents = self.conn.read([e.table_wildcard("workers"), e.table_wildcard("result_dst"),
+                               e.table_wildcard("l2_forward"), e.group(0)])
+        jobs: dict[int, JobState] = {}
+        rdst: dict[int, Entry] = {}
+        l2: dict[int, Entry] = {}
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for ent in ents:
+            kind = ent.WhichOneof("entity")
+            if kind == "table_entry":
+                entry = e.decode_table_entry(ent.table_entry)
+                if entry.table == "workers" and entry.action == "set_worker":
+                    q = entry.params
+                    js = jobs.setdefault(entry.match["job"], JobState(entry.match["job"], q["slot_base"],
+                                                                      q["slot_count"], q["mgid"]))
+                    js.workers.append(entry)
+                elif entry.table == "result_dst":
+                    rdst[entry.match["rid"]] = entry
+                elif entry.table == "l2_forward":
+                    l2[entry.match["dst_addr"]] = entry
+            elif kind == "packet_replication_engine_entry":
+                pre = ent.packet_replication_engine_entry
+                if pre.WhichOneof("type") == "multicast_group_entry":
+                    mgid, reps = e.decode_group(pre.multicast_group_entry)
+                    groups[mgid] = reps
+        return SwitchState(jobs, rdst, l2, groups)
+
+    def _flood_updates(self, ports: set[int], old_ports: set[int], groups) -> list[tuple[int, p4runtime_pb2.Entity,
+                                                                                    list | None]]:
+        """(type, entity, previous replicas) for the flood groups of ``ports`` (and removal of the others)."""
+        out = []
+        for p in sorted(ports):
+            mgid = self.flood_base + p
+            reps = [(q, 0) for q in sorted(ports) if q != p]
+            if mgid not in groups:
+                out.append((INSERT, self.ents.group(mgid, reps), None))
+            elif sorted(groups[mgid]) != reps:
+                out.append((MODIFY, self.ents.group(mgid, reps), groups[mgid]))
+        for p in sorted(old_ports - ports):
+            mgid = self.flood_base + p
+            if mgid in groups:
+                out.append((DELETE, self.ents.group(mgid), groups[mgid]))
+        return out
+
+    @staticmethod
+    def _ports(st: SwitchState, skip_job: int | None = None) -> set[int]:
+        return {w.match["ingress_port"] for j, js in st.jobs.items() if j != skip_job for w in js.workers}
+
+    # ------------------------------------------------------------ setup / teardown
+    def setup(self, job: Job) -> Change:
+        self.check_pipeline()
+        st = self.state()
+        addr = self.conn.addr
+        if job.job in st.jobs:
+            raise JobConflictError(f"job {job.job} is already set up on the switch at {addr}; tear it down first")
+        for other in st.jobs.values():
+            if job.slot_base <= other.slot_end and other.slot_base <= job.slot_base + job.slot_count - 1:
+                raise JobConflictError(
+                    f"{job.source}: job {job.job} slots {job.slot_base}..{job.slot_base + job.slot_count - 1} "
+                    f"overlap job {other.job} slots {other.slot_base}..{other.slot_end} on the switch at {addr}")
+            if other.mgid == job.mgid:
+                raise JobConflictError(f"{job.source}: mgid={job.mgid} is the multicast group of job {other.job} "
+                                       f"on the switch at {addr}")
+        if job.mgid in st.groups:
+            raise JobConflictError(f"{job.source}: multicast group {job.mgid} already exists on the switch at {addr}")
+        size = int(self.plan.table("workers")["size"])
+        used = sum(len(js.workers) for js in st.jobs.values())
+        if used + len(job.workers) > size:
+            raise JobConflictError(f"{job.source}: job {job.job} needs {len(job.workers)} workers entries; the "
+                                   f"switch at {addr} holds {used} of the plan's {size}")
+        e = self.ents
+        ups: list[tuple[int, p4runtime_pb2.Entity, list | None]] = []
+        for w in job.workers:
+            rid = job_rid(self.plan, job.job, w.id)
+            if rid in st.result_dst:
+                raise JobConflictError(f"{job.source}: result_dst already holds rid {rid} (worker {w.id} of "
+                                       f"job {job.job}) on the switch at {addr}")
+            ups.append((INSERT, e.table_entry("result_dst", {"rid": rid}, "set_result_dst",
+                                              {"dst_mac": w.mac, "dst_ip": w.ip, "dst_port": w.udp_port}), None))
+        ups.append((INSERT, e.group(job.mgid, [(w.port, job_rid(self.plan, job.job, w.id)) for w in job.workers]),
+                    None))
+        old_ports = self._ports(st)
+        ups += self._flood_updates(old_ports | {w.port for w in job.workers}, old_ports, st.groups)
+        seen_macs = set()
+        for w in job.workers:
+            have = st.l2.get(w.mac)
+            if have is not None:
+                if have.action != "l2_unicast" or have.params["port"] != w.port:
+                    raise JobConflictError(f"{job.source}: l2_forward sends {codec.format_mac(w.mac)} elsewhere "
+                                           f"({have.action} {have.params}) on the switch at {addr}")
+                continue
+            if w.mac not in seen_macs:
+                seen_macs.add(w.mac)
+                ups.append((INSERT, e.table_entry("l2_forward", {"dst_addr": w.mac}, "l2_unicast",
+                                                  {"port": w.port}), None))
+        for w in job.workers:
+            ups.append((INSERT, e.table_entry(
+                "workers", {"job": job.job, "ingress_port": w.port, "src_addr": w.ip, "src_port": w.udp_port},
+                "set_worker", {"worker_id": w.id, "word": w.id // self.word_bits, "mask": 1 << (w.id % self.word_bits),
+                               "num_workers": len(job.workers), "slot_base": job.slot_base,
+                               "slot_count": job.slot_count, "mgid": job.mgid}), None))
+        self._write(ups)
+        return Change(job.job, len(ups), len(job.workers), (job.slot_base, job.slot_count), job.mgid)
+
+    def teardown(self, job_id: int) -> Change:
+        self.check_pipeline()
+        st = self.state()
+        js = st.jobs.get(job_id)
+        if js is None:
+            have = ", ".join(str(j) for j in sorted(st.jobs)) or "none"
+            raise JobConflictError(f"job {job_id} is not set up on the switch at {self.conn.addr} (jobs there: {have})")
+        e = self.ents
+        ups: list[tuple[int, p4runtime_pb2.Entity, list | None]] = []
+        for w in js.workers:
+            ups.append((DELETE, e.table_entry("workers", w.match), w))
+        if js.mgid in st.groups:
+            ups.append((DELETE, e.group(js.mgid), st.groups[js.mgid]))
+        rids = {job_rid(self.plan, job_id, w.params["worker_id"]) for w in js.workers}
+        macs = set()
+        for rid in sorted(rids):
+            if rid in st.result_dst:
+                ups.append((DELETE, e.table_entry("result_dst", {"rid": rid}), st.result_dst[rid]))
+                macs.add(st.result_dst[rid].params["dst_mac"])
+        kept_macs = {r.params["dst_mac"] for rid, r in st.result_dst.items() if rid not in rids}
+        for mac in sorted(macs - kept_macs):
+            if mac in st.l2:
+                ups.append((DELETE, e.table_entry("l2_forward", {"dst_addr": mac}), st.l2[mac]))
+        ups += self._flood_updates(self._ports(st, skip_job=job_id), self._ports(st), st.groups)
+        self._write(ups)
+        return Change(job_id, len(ups), len(js.workers), (js.slot_base, js.slot_count), js.mgid)
+
+    def _write(self, ups: list[tuple[int, p4runtime_pb2.Entity, object]]) -> None:
+        try:
+            self.conn.write(update(t, ent) for t, ent, _ in ups)
+        except WriteError as exc:
+            self._rollback(ups, {i for i, _c, _m in exc.failures})
+            raise
+
+    def _rollback(self, ups, failed: set[int]) -> None:
+        """Undo the updates of a failed batch that took effect (best effort, in reverse order)."""
+        undo = []
+        for i in reversed(range(len(ups))):
+            if i in failed:
+                continue
+            kind, ent, old = ups[i]
+            if kind == INSERT:
+                if ent.WhichOneof("entity") == "table_entry":
+                    entry = self.ents.decode_table_entry(ent.table_entry)
+                    undo.append(update(DELETE, self.ents.table_entry(entry.table, entry.match)))
+                else:
+                    undo.append(update(DELETE, ent))
+            elif ent.WhichOneof("entity") == "packet_replication_engine_entry":
+                mgid = ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
+                undo.append(update(MODIFY if kind == MODIFY else INSERT, self.ents.group(mgid, old)))
+            elif kind == DELETE and isinstance(old, Entry):
+                undo.append(update(INSERT, self.ents.table_entry(old.table, old.match, old.action, old.params)))
+        try:
+            self.conn.write(undo)
+        except ControllerError:
+            pass  # the original error is the one to report
+
+    # ------------------------------------------------------------ counters and registers
+    def counters(self, name: str = "stats") -> dict[str, tuple[int, int]]:
+        """Stat name -> (packets, bytes), in the plan's index order."""
+        out = {n: (0, 0) for n in self.plan.counter(name).get("indices", [])}
+        for ent in self.conn.read([self.ents.counter_wildcard(name)]):
+            c = ent.counter_entry
+            out[self.ents.counter_index_name(name, c.index.index)] = (c.data.packet_count, c.data.byte_count)
+        return out
+
+    def reset_registers(self, thrift_port: int = 9090) -> str:
+        """Zero every register array of the plan; returns how ("P4Runtime" or the Thrift CLI)."""
+        self.check_pipeline()
+        names = [r["name"] for r in self.plan.data["registers"]]
+        try:
+            self.conn.write(update(MODIFY, self.ents.register_zero(n)) for n in names)
+            return f"P4Runtime RegisterEntry writes ({len(names)} registers)"
+        except WriteError as exc:
+            if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
+                raise
+        except SwitchError as exc:
+            if "UNIMPLEMENTED" not in str(exc):
+                raise
+        if bmv2.thrift_cli() is None:
+            raise ControllerError(
+                f"switch at {self.conn.addr} does not implement P4Runtime register writes (BMv2: PI issue #376) "
+                f"and {bmv2.CLI} is not on PATH; reset the registers through the switch's Thrift port "
+                f"(register_reset) or restart it")
+        bmv2.register_reset([self.ents.fq_name("register", n) for n in names], thrift_port)
+        return f"{bmv2.CLI} register_reset on Thrift port {thrift_port} ({len(names)} registers)"
