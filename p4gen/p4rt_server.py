@@ -643,7 +643,8 @@ class P4RuntimeServer:
         self._server, self.port = server, port
         return self
 
-    def stop(self, grace: float | None = 0.5) -> None:
+    def stop(self, grace: float | None = None) -> None:
+        """Stop serving (in-flight RPCs are cancelled after ``grace`` seconds; None: at once)."""
         if self._server is not None:
             self._server.stop(grace).wait()
             self._server = None
