@@ -98,11 +98,12 @@ def _describe(field: str, value) -> str:
     return f"{field} {value}"
 
 
-def p4info_diff(expected: p4info_pb2.P4Info, actual: p4info_pb2.P4Info, strict: bool = True) -> str | None:
+def p4info_diff(expected: p4info_pb2.P4Info, actual: p4info_pb2.P4Info, strict: bool = True,
+                ref: str = "the plan") -> str | None:
     """The first difference between two P4Infos (by ID and shape), or None.
 
     With ``strict=False``, objects that only ``actual`` has are allowed (p4c
-    adds a few the plan does not list).
+    adds a few the plan does not list).  ``ref`` names ``expected`` in the message.
     """
     want, got = _shape(expected), _shape(actual)
     for kind in ("table", "action", "counter", "register"):
@@ -111,9 +112,9 @@ def p4info_diff(expected: p4info_pb2.P4Info, actual: p4info_pb2.P4Info, strict: 
                 return f"it lacks {kind} {name} (id {oid})"
             for (field, w), (_f, g) in zip(shape, got[kind][oid][1]):
                 if w != g:
-                    return f"{kind} {name} (id {oid}) has {_describe(field, g)}; the plan has {_describe(field, w)}"
+                    return f"{kind} {name} (id {oid}) has {_describe(field, g)}; {ref} has {_describe(field, w)}"
         if strict:
             extra = sorted(set(got[kind]) - set(want[kind]))
             if extra:
-                return f"it has {kind} {got[kind][extra[0]][0]} (id {extra[0]}), which the plan lacks"
+                return f"it has {kind} {got[kind][extra[0]][0]} (id {extra[0]}), which {ref} lacks"
     return None

@@ -230,10 +230,10 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 return p4runtime_pb2.SetForwardingPipelineConfigResponse()
             if act == _SET.UNSPECIFIED:
                 raise _Fail(code_pb2.INVALID_ARGUMENT, "the pipeline config action is unspecified")
-            diff = p4info_diff(self.p4info, request.config.p4info, strict=True)
+            diff = p4info_diff(self.p4info, request.config.p4info, strict=True, ref="the switch's program")
             if diff:
-                raise _Fail(code_pb2.INVALID_ARGUMENT,
-                            f"the P4Info does not match this switch's program ({self.p4info.pkg_info.name}): {diff}")
+                raise _Fail(code_pb2.INVALID_ARGUMENT, f"the P4Info does not match the program this switch runs "
+                                                       f"({self.p4info.pkg_info.name}): {diff}")
             with self.lock:
                 if act == _SET.VERIFY_AND_SAVE:
                     self._saved = p4runtime_pb2.ForwardingPipelineConfig()
@@ -629,7 +629,7 @@ class P4RuntimeServer:
 
     def start(self) -> "P4RuntimeServer":
         self._pool = futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="p4rt-server")
-        server = grpc.server(self._pool)
+        server = grpc.server(self._pool, options=[("grpc.so_reuseport", 0)])  # a busy port is an error
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:
             port = server.add_insecure_port(self._requested)
