@@ -261,22 +261,31 @@ class Controller:
         return out
 
     def reset_registers(self, thrift_port: int = 9090) -> str:
-        """Zero every register array of the plan; returns how ("P4Runtime" or the Thrift CLI)."""
+        """Zero every register array of the plan; returns how it was done.
+
+        A build without a device config runs on the software data plane, whose
+        server implements RegisterEntry writes: one MODIFY per array with the
+        index unset.  A build with BMv2's JSON runs on BMv2, where P4Runtime
+        cannot touch registers (PI issue #376): ``simple_switch_CLI
+        register_reset`` over the Thrift port does it.  A switch that answers
+        UNIMPLEMENTED to the P4Runtime writes gets the Thrift path too.
+        """
         self.check_pipeline()
         names = [r["name"] for r in self.plan.data["registers"]]
-        try:
-            self.conn.write(update(MODIFY, self.ents.register_zero(n)) for n in names)
-            return f"P4Runtime RegisterEntry writes ({len(names)} registers)"
-        except WriteError as exc:
-            if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
-                raise
-        except SwitchError as exc:
-            if "UNIMPLEMENTED" not in str(exc):
-                raise
+        if not self.build.device_config:
+            try:
+                self.conn.write(update(MODIFY, self.ents.register_zero(n)) for n in names)
+                return f"P4Runtime RegisterEntry writes ({len(names)} registers)"
+            except WriteError as exc:
+                if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
+                    raise
+            except SwitchError as exc:
+                if "UNIMPLEMENTED" not in str(exc):
+                    raise
         if bmv2.thrift_cli() is None:
             raise ControllerError(
-                f"switch at {self.conn.addr} does not implement P4Runtime register writes (BMv2: PI issue #376) "
-                f"and {bmv2.CLI} is not on PATH; reset the registers through the switch's Thrift port "
-                f"(register_reset) or restart it")
+                f"switch at {self.conn.addr} cannot reset registers over P4Runtime (BMv2: PI issue #376) "
+                f"and {bmv2.CLI} is not on PATH; run `{bmv2.CLI} --thrift-port {thrift_port}` with "
+                f"register_reset for each register, or restart the switch")
         bmv2.register_reset([self.ents.fq_name("register", n) for n in names], thrift_port)
         return f"{bmv2.CLI} register_reset on Thrift port {thrift_port} ({len(names)} registers)"

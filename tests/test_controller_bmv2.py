@@ -1,0 +1,97 @@
+"""The same controller against BMv2's simple_switch_grpc, where it is installed.
+
+Needs simple_switch_grpc and p4c-bm2-ss (to compile the program into the
+BMv2 JSON that is pushed as device config).  Control plane only: BMv2 runs
+without interfaces, so no packets are sent; the software-switch tests cover
+the packet side.  Register reset goes through simple_switch_CLI when it is
+on PATH (P4Runtime cannot write BMv2 registers, PI issue #376).
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from p4gen.build import build
+from p4gen.controller import Controller, ControllerError, SwitchUnreachableError, connect, load_build, load_job
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "controller" / "examples"
+
+pytestmark = [
+    pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="simple_switch_grpc is not on PATH"),
+    pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
+                       reason="p4c-bm2-ss is not on PATH (needed to compile the BMv2 JSON pushed as device config)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    from p4gen.spec import make_spec
+    from p4gen.target import load_target
+
+    out = tmp_path_factory.mktemp("bmv2") / "bmv2-64"
+    build(make_spec(slots=64), load_target("bmv2"), out, use_cache=False, compile_p4=True)
+    return out
+
+
+@pytest.fixture
+def bmv2(tmp_path):
+    grpc_port, thrift_port = free_port(), free_port()
+    log = tmp_path / "simple_switch_grpc.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(["simple_switch_grpc", "--no-p4", "--device-id", "0", "--thrift-port",
+                                 str(thrift_port), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
+                                stdout=fh, stderr=subprocess.STDOUT)
+    addr = f"127.0.0.1:{grpc_port}"
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                connect(addr, timeout=1).close()
+                break
+            except SwitchUnreachableError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"simple_switch_grpc did not open {addr} in 10 s; see {log}")
+        yield addr, thrift_port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_push_setup_counters_teardown_on_bmv2(build_dir, bmv2):
+    addr, thrift_port = bmv2
+    b = load_build(build_dir)
+    assert b.device_config, "p4gen build --compile wrote no program.json"
+    job = load_job(EXAMPLES / "job1.toml", b.plan)
+    with connect(addr, election_id=2) as conn:
+        ctl = Controller(b, conn)
+        ctl.push()
+        ctl.setup(job)
+        st = ctl.state()
+        assert sorted(st.jobs) == [1] and len(st.jobs[1].workers) == 4
+        assert st.groups[job.mgid] == [(w.port, job.rid(b.plan, w.id)) for w in job.workers]
+        assert all(v == (0, 0) for v in ctl.counters().values())
+        ctl.teardown(1)
+        st = ctl.state()
+        assert not st.jobs and not st.result_dst and not st.l2
+        if shutil.which("simple_switch_CLI"):
+            assert ctl.reset_registers(thrift_port).startswith("simple_switch_CLI register_reset")
+        else:
+            with pytest.raises(ControllerError) as exc:
+                ctl.reset_registers(thrift_port)
+            assert "simple_switch_CLI is not on PATH" in str(exc.value)
