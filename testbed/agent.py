@@ -1,0 +1,173 @@
+"""Worker emulator: one SwitchML (or OmniReduce) worker on a testbed host.
+
+    ip netns exec p4g..-h1 python -m p4gen.testbed.agent CONFIG.json
+
+The protocol is :class:`p4gen.worker.Worker` (or
+:class:`p4gen.omni_worker.OmniWorker`); this module only owns the socket
+and the clock.  Frames go out through a kernel UDP socket (so iptables loss
+and tc shaping in the host namespace apply to them): the worker's frame
+minus its Ethernet/IPv4/UDP headers is the datagram, sent to the switch's
+address.  A received datagram gets a fixed header prefix back before the
+state machine parses it.
+
+Control, one JSON object per line: the agent prints ``{"event": "ready"}``,
+waits for ``go`` on stdin, prints ``progress`` events (fractions listed in
+the config) and finally ``done`` (time, packet counts) or ``error`` (one
+line).  The reduced tensor is written to ``config["out"]`` (.npy).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from p4gen.packet import Layout, endpoint
+from p4gen.plan import Plan
+from p4gen.worker import Worker
+
+from .errors import JobError
+from .tensors import make_tensor
+
+
+def _emit(**event) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def _prefix(layout: Layout, switch_port: int) -> bytes:
+    """Ethernet/IPv4/UDP headers that make a received datagram a frame the worker parses."""
+    h = layout.headers
+    eth = h["ethernet"].encode({"ether_type": 0x0800})
+    ip4 = h["ipv4"].encode({"version": 4, "ihl": 5, "ttl": 64, "protocol": 17})
+    udp = h["udp"].encode({"src_port": switch_port})
+    return eth + ip4 + udp
+
+
+def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
+    src = endpoint(cfg["mac"], cfg["ip"], cfg["udp_port"])
+    dst = endpoint(cfg["switch_mac"], cfg["switch_ip"], cfg["switch_port"])
+    common = dict(job=cfg["job"], window=cfg["window"], n_workers=cfg["n"], src=src, dst=dst,
+                  timeout=cfg["timeout"], backoff=2.0, max_timeout=cfg["max_timeout"])
+    if cfg["protocol"] == "omnireduce":
+        from p4gen.omni_worker import OmniWorker
+
+        return OmniWorker(layout, tensor, **common)
+    mode = "float" if cfg["dtype"] == "float32" else "int"
+    return Worker(layout, tensor, mode=mode, **common)
+
+
+def run(cfg: dict, wait_go=None) -> dict:
+    """Run one worker to completion; return the ``done`` record.  Raises JobError on a stall."""
+    plan = Plan.load(cfg["plan"])
+    layout = Layout(plan)
+    tensor = make_tensor(cfg["rank"], cfg["size"], cfg["dtype"], cfg["seed"], cfg.get("density", 1.0),
+                         layout.elements)
+    w = make_worker(cfg, layout, tensor)
+    hoff = layout.headers["agg"].offset
+    prefix = _prefix(layout, cfg["switch_port"])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+    sock.bind((cfg["ip"], cfg["udp_port"]))
+    sock.setblocking(False)
+    dst = (cfg["switch_ip"], cfg["switch_port"])
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    stall = float(cfg["stall_timeout"])
+    marks = sorted(cfg.get("progress", []))
+    send_errors = 0
+
+    def send(frames) -> None:
+        nonlocal send_errors
+        for f in frames:
+            try:
+                sock.sendto(memoryview(f)[hoff:], dst)
+            except (BlockingIOError, OSError):
+                send_errors += 1          # the frame is lost; its timer will resend it
+
+    if wait_go is not None:
+        wait_go()
+    t0 = time.monotonic()
+    now = t0
+    send(w.start(now))
+    last = now
+    accepted = 0
+    try:
+        while not w.done:
+            dl = w.next_deadline()
+            wait = 0.05 if dl is None else min(0.05, max(0.0, dl - now))
+            if poller.poll(wait * 1000.0):
+                now = time.monotonic()
+                for _ in range(512):
+                    try:
+                        data = sock.recv(4096)
+                    except BlockingIOError:
+                        break
+                    send(w.receive(prefix + data, now))
+            now = time.monotonic()
+            send(w.tick(now))
+            if w.stats.accepted != accepted:
+                accepted = w.stats.accepted
+                last = now
+                while marks and w.complete.mean() >= marks[0]:
+                    _emit(event="progress", rank=cfg["rank"], frac=marks.pop(0))
+            elif now - last > stall:
+                out = w.outstanding()
+                slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
+                raise JobError(f"worker {cfg['rank']} ({cfg['host']}): no result for {stall:.1f} s "
+                               f"(slot {slot}, index {t}, {int(w.complete.sum())}/{w.chunks} chunks done, "
+                               f"{w.stats.retransmitted} retransmissions); a peer worker or the switch is gone")
+        elapsed = time.monotonic() - t0
+    finally:
+        sock.close()
+    result = w.result()
+    np.save(cfg["out"], result)
+    st = w.stats
+    return {"event": "done", "rank": cfg["rank"], "time": elapsed, "sent": st.sent,
+            "retransmitted": st.retransmitted, "accepted": st.accepted, "ignored": st.ignored,
+            "send_errors": send_errors,
+            "bytes_sent": getattr(w, "bytes_sent", st.sent * (layout.frame_len - hoff))}
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop(signum, frame):
+    raise _Stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    cfg = json.loads(Path(args[0]).read_text())
+    signal.signal(signal.SIGTERM, _stop)
+
+    def wait_go() -> None:
+        _emit(event="ready", rank=cfg["rank"])
+        line = sys.stdin.readline()
+        if line.strip() != "go":
+            raise JobError(f"worker {cfg['rank']}: the harness closed the control pipe before 'go'")
+
+    try:
+        _emit(**run(cfg, wait_go))
+        return 0
+    except (_Stop, KeyboardInterrupt):
+        _emit(event="error", rank=cfg["rank"], message=f"worker {cfg['rank']} stopped by a signal")
+        return 1
+    except Exception as exc:          # reported to the harness as one line; the traceback goes to the log
+        import traceback
+
+        traceback.print_exc()
+        _emit(event="error", rank=cfg["rank"], message=str(exc) or exc.__class__.__name__)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Run one all-reduce on a built network and measure it.
+
+:func:`run_switchml` starts one worker emulator (:mod:`p4gen.testbed.agent`)
+per host, releases them together, optionally injects a fault, and checks
+every worker's result against the exact sum.  :func:`run_gloo` does the
+same with ``torch.distributed`` (Gloo backend, ring all-reduce) on the same
+hosts and links.  Both return a :class:`RunResult`; a job that cannot
+finish raises :class:`~p4gen.testbed.errors.JobError` with one line that
+says which worker failed and why.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from p4gen.packet import Layout
+
+from . import tensors
+from .errors import JobError, TestbedError
+from .net import Network
+
+FAULTS = ("kill-worker", "restart-switch")
+
+
+@dataclass
+class RunResult:
+    protocol: str
+    workers: int
+    size: int                 # elements
+    dtype: str
+    density: float
+    mbit: float
+    loss: float
+    topo: str
+    switch: str
+    time: float               # seconds, slowest worker
+    goodput_mbit: float       # tensor bits / time
+    bound_time: float         # link-rate bound of this protocol
+    pct_of_bound: float       # bound_time / time * 100
+    packets: int              # frames the workers sent (SwitchML: protocol frames; Gloo: interface frames)
+    retransmissions: int
+    bytes_per_worker: float   # bytes each worker sent on its link (mean)
+    max_abs_error: float
+    error_bound: float
+    exact: bool
+    correct: bool
+    fault: str | None = None
+    fault_outcome: str | None = None
+    per_worker: list = field(default_factory=list)
+    frames_on_links: int = 0  # frames the hosts' interfaces sent (all traffic)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Agents:
+    """The worker processes of one run and the events they print."""
+
+    def __init__(self, net: Network):
+        self.net = net
+        self.procs = {}
+        self.events: queue.Queue = queue.Queue()
+
+    def start(self, rank: int, host: str, argv: list[str], env: dict | None = None) -> None:
+        p = self.net.spawn(host, argv, f"{argv[2].rsplit('.', 1)[-1]}-{host}.log", env=env, pipes=True)
+        self.procs[rank] = p
+
+        def read() -> None:
+            for line in p.popen.stdout:
+                try:
+                    ev = json.loads(line)
+                except ValueError:
+                    continue
+                self.events.put((rank, ev))
+            p.popen.wait()
+            self.events.put((rank, {"event": "exit", "rc": p.popen.returncode}))
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait_all(self, kind: str, timeout: float, what: str) -> dict[int, dict]:
+        got: dict[int, dict] = {}
+        deadline = time.monotonic() + timeout
+        while len(got) < len(self.procs):
+            try:
+                rank, ev = self.events.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                missing = sorted(set(self.procs) - set(got))
+                p = self.procs[missing[0]]
+                raise JobError(f"worker {missing[0]} ({p.name}) was not {what} in {timeout:.0f} s; see {p.log}") from None
+            if ev["event"] == kind:
+                got[rank] = ev
+            elif ev["event"] in ("error", "exit"):
+                p = self.procs[rank]
+                msg = ev.get("message") or f"exited with status {ev.get('rc')} ({p.tail(1)})"
+                raise JobError(f"worker {rank} ({p.name}) failed before it was {what}: {msg}; see {p.log}")
+        return got
+
+    def go(self) -> None:
+        for p in self.procs.values():
+            p.popen.stdin.write("go\n")
+            p.popen.stdin.flush()
+
+
+def _window(mbit: float, frame_bytes: int, window: int | None) -> tuple[int, float]:
+    """(window, initial retransmission timeout) for a link of ``mbit``: the timeout covers a full window
+    queued on the link three times over, so a window in flight is not retransmitted spuriously."""
+    w = window or 64
+    serial = w * frame_bytes * 8 / (mbit * 1e6)
+    return w, max(0.1, 3 * serial)
+
+
+def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, density: float = 1.0,
+                 window: int | None = None, stall_timeout: float = 10.0, fault: str | None = None,
+                 timeout: float = 600.0, protocol: str = "switchml") -> RunResult:
+    if fault is not None and fault not in FAULTS:
+        raise TestbedError(f"fault={fault!r} must be one of {', '.join(FAULTS)}")
+    topo = net.topo
+    n = len(topo.hosts)
+    plan = net.agg.plan
+    layout = Layout(plan)
+    mbit = min(ln.mbit for ln in topo.links)
+    win, rto = _window(mbit, layout.frame_len, window)
+    win = min(win, int(plan.params["slots"]))
+    spec = net.job_spec(slot_count=win)
+    net.program(spec)
+    agents = _Agents(net)
+    progress = [0.25, 0.5] if fault else []
+    for w in spec.workers:
+        host = topo.hosts[w.id].name
+        cfg = {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": w.id, "host": host, "n": n,
+               "size": size, "dtype": dtype, "seed": seed, "density": density, "job": spec.job,
+               "window": win, "timeout": rto, "max_timeout": max(1.0, 2 * rto), "stall_timeout": stall_timeout,
+               "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port, "switch_mac": "02:00:00:00:00:fe",
+               "switch_ip": "10.0.0.254", "switch_port": layout.udp_port_min, "progress": progress,
+               "out": str(net.workdir / f"result-{w.id}.npy")}
+        path = net.workdir / f"agent-{w.id}.json"
+        path.write_text(json.dumps(cfg))
+        agents.start(w.id, host, [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
+    agents.wait_all("ready", 60.0, "ready")
+    c0 = net.host_counters()
+    agents.go()
+    done: dict[int, dict] = {}
+    errors: dict[int, str] = {}
+    killed: int | None = None
+    outcome = None
+    deadline = time.monotonic() + timeout
+    while len(done) + len(errors) < n:
+        try:
+            rank, ev = agents.events.get(timeout=max(0.01, deadline - time.monotonic()))
+        except queue.Empty:
+            raise JobError(f"the all-reduce did not finish in {timeout:.0f} s "
+                           f"({len(done)} of {n} workers done); see {net.workdir}") from None
+        kind = ev["event"]
+        if kind == "done":
+            done[rank] = ev
+        elif kind == "error":
+            errors[rank] = ev["message"]
+        elif kind == "exit" and rank not in done and rank not in errors:
+            errors[rank] = f"worker {rank} exited with status {ev['rc']}"
+        elif kind == "progress" and fault == "kill-worker" and killed is None and rank == n - 1:
+            killed = rank
+            agents.procs[rank].kill()
+        elif kind == "progress" and fault == "restart-switch" and outcome is None and rank == 0:
+            outcome = "restarting"
+            t_r = time.monotonic()
+            net.agg.restart()
+            outcome = f"switch {net.agg.name} restarted mid-job (down {time.monotonic() - t_r:.1f} s)"
+    if errors:
+        others = {r: m for r, m in errors.items() if r != killed}
+        if killed is not None:
+            first = next(iter(others.values()), "no other worker reported")
+            raise JobError(f"worker {killed} ({topo.hosts[killed].name}) was killed mid-job; the others stopped "
+                           f"with a timeout error ({len(others)} of {n - 1}), e.g. {first}")
+        first_rank = min(errors)
+        msg = f"{len(errors)} of {n} workers failed; first: {errors[first_rank]}"
+        if outcome:
+            msg = f"{outcome}; the job failed cleanly: {msg}"
+        raise JobError(msg)
+    c1 = net.host_counters()
+    total, xs = tensors.expected(n, size, dtype, seed, density, layout.elements)
+    checks = [tensors.check_switchml(np.load(net.workdir / f"result-{r}.npy"), xs, total, layout.elements,
+                                     layout.value_width) for r in range(n)]
+    t = max(ev["time"] for ev in done.values())
+    bits = size * 4 * 8
+    bound = bits / (mbit * 1e6)
+    pkt = sum(ev["sent"] for ev in done.values())
+    frames_tx = sum(c1[h][0] - c0[h][0] for h in c1)
+    bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
+    res = RunResult(protocol, n, size, dtype, density, mbit, 0.0, topo.name, net.agg.kind, t, bits / t / 1e6,
+                    bound, 100 * bound / t, pkt, sum(ev["retransmitted"] for ev in done.values()), bytes_tx / n,
+                    max(c.max_abs_error for c in checks), max(c.max_bound for c in checks),
+                    all(c.exact for c in checks), all(c.correct for c in checks), fault,
+                    (outcome + "; the job recovered") if outcome else None,
+                    [{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())])
+    res.frames_on_links = frames_tx
+    return res
+
+
+def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, timeout: float = 600.0,
+             port: int = 29500) -> RunResult:
+    """torch.distributed all_reduce (Gloo) with one process per host, on the same links and tensor."""
+    topo = net.topo
+    n = len(topo.hosts)
+    # Gloo traffic crosses the aggregating switch as plain L2 frames: it needs the switch programmed.
+    net.program(net.job_spec())
+    master = topo.hosts[0]
+    agents = _Agents(net)
+    for r, h in enumerate(topo.hosts):
+        env = {"GLOO_SOCKET_IFNAME": h.intf, "MASTER_ADDR": master.ip, "MASTER_PORT": str(port),
+               "RANK": str(r), "WORLD_SIZE": str(n), "OMP_NUM_THREADS": "1"}
+        cfg = {"size": size, "dtype": dtype, "seed": seed, "rank": r, "out": str(net.workdir / f"gloo-{r}.npy")}
+        path = net.workdir / f"gloo-{r}.json"
+        path.write_text(json.dumps(cfg))
+        agents.start(r, h.name, [sys.executable, "-m", "p4gen.testbed.gloo_agent", str(path)], env=env)
+    agents.wait_all("ready", 180.0, "ready (torch import and Gloo rendezvous)")
+    c0 = net.host_counters()
+    r0 = net.tcp_retransmissions()
+    agents.go()
+    done = agents.wait_all("done", timeout, "done")
+    c1 = net.host_counters()
+    retrans = net.tcp_retransmissions() - r0
+    total, _ = tensors.expected(n, size, dtype, seed, 1.0, 256)
+    checks = [tensors.check_float(np.load(net.workdir / f"gloo-{r}.npy"), total) for r in range(n)]
+    t = max(ev["time"] for ev in done.values())
+    mbit = min(ln.mbit for ln in topo.links)
+    bits = size * 4 * 8
+    bound = 2 * (n - 1) / n * bits / (mbit * 1e6)
+    frames = sum(c1[h][0] - c0[h][0] for h in c1)
+    bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
+    return RunResult("gloo", n, size, dtype, 1.0, mbit, 0.0, topo.name, net.agg.kind, t, bits / t / 1e6, bound,
+                     100 * bound / t, frames, retrans, bytes_tx / n, max(c.max_abs_error for c in checks),
+                     max(c.max_bound for c in checks), True, all(c.correct for c in checks),
+                     per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],
+                     frames_on_links=frames)

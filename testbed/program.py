@@ -1,0 +1,121 @@
+"""Programming the aggregating switch: the one place a job reaches the switch.
+
+:func:`program` takes a :class:`JobSpec` and a switch node.  A node that
+serves P4Runtime (``node.p4runtime`` is an address inside its namespace:
+BMv2's ``simple_switch_grpc``) is programmed by ``p4gen.controller`` over
+P4Runtime; the controller runs inside the switch's namespace (``python -m
+p4gen.testbed.program``), because the switch listens on that namespace's
+loopback.  A node without one (the software data plane) gets the same
+entries as a JSON control-plane config (:func:`json_config`) that it loads
+at start.  Both paths write the same entries: ``workers`` and
+``result_dst`` per worker (rid = 1 + job * max_workers + id, as the
+controller numbers them), the job's multicast group, ``l2_forward`` for
+every host and a flood group per port.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from p4gen.model import WorkerAddr, job_config
+from p4gen.packet import ip as ip_int, mac as mac_int
+from p4gen.plan import Plan
+
+from .errors import TestbedError
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    id: int
+    port: int             # switch port towards the worker
+    mac: str
+    ip: str
+    udp_port: int
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    job: int
+    mgid: int
+    slot_base: int
+    slot_count: int
+    workers: tuple[WorkerSpec, ...]
+    hosts: tuple[tuple[str, int], ...] = ()     # (mac, port) of every host, for l2_forward
+    ports: tuple[int, ...] = ()                 # every switch port, for the flood groups
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "JobSpec":
+        d = json.loads(text)
+        d["workers"] = tuple(WorkerSpec(**w) for w in d["workers"])
+        d["hosts"] = tuple(tuple(h) for h in d["hosts"])
+        d["ports"] = tuple(d["ports"])
+        return cls(**d)
+
+
+def rid_base(plan: Plan, job: int) -> int:
+    return 1 + job * int(plan.params["max_workers"])
+
+
+def json_config(plan: Plan, spec: JobSpec) -> dict[str, Any]:
+    """The control-plane config of ``spec`` for the software data plane's ``load_config``."""
+    workers = [WorkerAddr(w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers]
+    cfg = job_config(plan, spec.job, workers, slot_base=spec.slot_base, slot_count=spec.slot_count,
+                     mgid=spec.mgid, rid_base=rid_base(plan, spec.job))
+    cfg["tables"]["l2_forward"] = [{"match": {"dst_addr": m}, "action": "l2_unicast", "params": {"port": p}}
+                                   for m, p in spec.hosts]
+    base = int(plan.params["flood_group_base"])
+    for p in spec.ports:
+        cfg["groups"][str(base + p)] = [[q, 0] for q in spec.ports if q != p]
+    return cfg
+
+
+def program_p4runtime(build_dir: str | Path, spec: JobSpec, addr: str) -> str:
+    """Push the pipeline and set the job up over P4Runtime at ``addr``; return a summary line."""
+    from p4gen.controller.client import connect
+    from p4gen.controller.jobfile import Job, Worker
+    from p4gen.controller.jobs import Controller
+    from p4gen.controller.pipeline import load_build
+
+    build = load_build(build_dir)
+    job = Job(spec.job, spec.mgid, spec.slot_base, spec.slot_count,
+              tuple(Worker(w.id, w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers),
+              source="testbed job")
+    with connect(addr, timeout=10.0) as conn:
+        ctl = Controller(build, conn)
+        ctl.push()
+        change = ctl.setup(job)
+    return f"job {change.job}: {change.updates} updates, {change.workers} workers"
+
+
+def program(node, spec: JobSpec) -> None:
+    """Program ``node`` (the aggregating switch) with ``spec``, by P4Runtime or by JSON config."""
+    if getattr(node, "p4runtime", None):
+        node.program_p4runtime(spec)
+    else:
+        node.load_config(json_config(node.plan, spec))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m p4gen.testbed.program BUILD_DIR JOB.json ADDR`` (run inside the switch namespace)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m p4gen.testbed.program BUILD_DIR JOB.json ADDR", file=sys.stderr)
+        return 2
+    try:
+        spec = JobSpec.from_json(Path(args[1]).read_text())
+        print(program_p4runtime(args[0], spec, args[2]))
+        return 0
+    except (TestbedError, ValueError, OSError) as exc:
+        print(f"program: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
