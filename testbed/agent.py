@@ -30,7 +30,7 @@ import numpy as np
 
 from p4gen.packet import Layout, endpoint
 from p4gen.plan import Plan
-from p4gen.worker import Worker
+from .fastworker import FastWorker
 
 from .errors import JobError
 from .tensors import make_tensor
@@ -60,7 +60,7 @@ def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
 
         return OmniWorker(layout, tensor, **common)
     mode = "float" if cfg["dtype"] == "float32" else "int"
-    return Worker(layout, tensor, mode=mode, **common)
+    return FastWorker(layout, tensor, mode=mode, **common)
 
 
 def run(cfg: dict, wait_go=None) -> dict:
