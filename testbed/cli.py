@@ -103,6 +103,14 @@ def run(args: argparse.Namespace):
     if args.bw <= 0:
         raise TestbedError(f"--bw {args.bw} must be positive (Mbit/s)")
     size = parse_size(args.size)
+    if args.protocol == "omnireduce":
+        import importlib.util
+
+        if importlib.util.find_spec("p4gen.omni_worker") is None:
+            raise TestbedError("--protocol omnireduce: p4gen.omni_worker (the OmniReduce worker state machine) "
+                               "is not installed")
+    elif args.density != 1.0:
+        raise TestbedError(f"--density {args.density} applies to --protocol omnireduce only")
     switch = pick_switch(args.switch)
     why = switch.missing()
     if why:

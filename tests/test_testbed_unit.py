@@ -1,0 +1,147 @@
+"""Testbed pieces that need no root: topologies, the fast worker, the switch config, the CLI parser."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from p4gen.model import SwitchModel
+from p4gen.packet import Layout, endpoint
+from p4gen.plan import Plan
+from p4gen.testbed import cli
+from p4gen.testbed.errors import TestbedError
+from p4gen.testbed.fastworker import FastWorker
+from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
+from p4gen.testbed.tensors import check_switchml, expected
+from p4gen.testbed.topo import star, two_level, two_level_for
+from p4gen.worker import Worker
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory) -> Plan:
+    from p4gen.build import build
+    from p4gen.spec import make_spec
+    from p4gen.target import load_target
+
+    out = tmp_path_factory.mktemp("plan") / "sml"
+    return build(make_spec(protocol="switchml", max_workers=32, slots=512), load_target("bmv2"), out).plan
+
+
+def test_star_ports_and_routes():
+    t = star(3, 50)
+    assert t.ports("s1") == {1: "s1-eth1", 2: "s1-eth2", 3: "s1-eth3"}
+    assert [t.route("s1", h.name) for h in t.hosts] == [1, 2, 3]
+    assert {ln.mbit for ln in t.links} == {50}
+
+
+def test_two_level_routes_go_through_the_spine():
+    t = two_level(2, 2, 10)
+    assert t.aggregator.name == "s1" and [s.role for s in t.switches] == ["aggregate", "forward", "forward"]
+    assert [t.route("s1", h.name) for h in t.hosts] == [1, 1, 2, 2]
+    assert [t.route("l1", h.name) for h in t.hosts] == [1, 2, 3, 3]      # port 3: uplink
+    up = [ln for ln in t.links if ln.a == "l1" and ln.b == "s1"][0]
+    assert up.mbit == 20
+
+
+def test_topology_arguments_are_checked():
+    with pytest.raises(TestbedError, match=r"^workers=0 must be 1\.\.250$"):
+        star(0)
+    with pytest.raises(TestbedError, match=r"^workers=5: the two-level topology needs an even number"):
+        two_level_for(5)
+
+
+def _run(plan, workers, model):
+    """Drive workers against the model in-process until done (no loss)."""
+    q = [f for w in workers for f in w.start(0.0)]
+    port = {w.src.ip: i + 1 for i, w in enumerate(workers)}
+    while q:
+        f = q.pop(0)
+        src_ip = int.from_bytes(f[26:30], "big")
+        for eport, out in model.process(f, port[src_ip]):
+            q += workers[eport - 1].receive(out, 0.0)
+    assert all(w.done for w in workers)
+    return [w.result() for w in workers]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_fast_worker_sends_the_same_bytes_and_gets_the_same_result(plan, dtype):
+    L = Layout(plan)
+    n, size = 3, 5000
+    total, xs = expected(n, size, dtype, 7, 1.0, L.elements)
+    spec = JobSpec(0, 1, 0, 8, tuple(WorkerSpec(i, i + 1, f"02:00:00:00:00:0{i + 1}", f"10.0.0.{i + 1}", 50000 + i)
+                                     for i in range(n)), (), (1, 2, 3))
+    results = {}
+    for cls in (Worker, FastWorker):
+        m = SwitchModel(plan)
+        m.load_config(json_config(plan, spec))
+        ws = [cls(L, xs[i], job=0, window=8, n_workers=n, mode="float" if dtype == "float32" else "int",
+                  src=endpoint(w.mac, w.ip, w.udp_port), dst=endpoint("02:00:00:00:00:fe", "10.0.0.254", 0xBEE0))
+              for i, w in enumerate(spec.workers)]
+        results[cls] = _run(plan, ws, m)
+    for a, b in zip(results[Worker], results[FastWorker]):
+        assert np.array_equal(a, b)
+    c = check_switchml(results[FastWorker][0], xs, total, L.elements)
+    assert c.exact and c.correct
+
+
+def test_fast_worker_frames_are_byte_identical(plan):
+    L = Layout(plan)
+    x = np.random.default_rng(1).standard_normal(3000).astype(np.float32)
+    kw = dict(job=0, window=4, n_workers=3, src=endpoint("02:00:00:00:00:01", "10.0.0.1", 50000),
+              dst=endpoint("02:00:00:00:00:fe", "10.0.0.254", 0xBEE0))
+    a, b = Worker(L, x, **kw), FastWorker(L, x, **kw)
+    a._emax[:] = b._emax[:] = np.arange(a.chunks) % 5 - 2
+    assert all(a._frame(t) == b._frame(t) for t in range(a.indices))
+
+
+def test_json_config_has_job_l2_and_flood_groups(plan):
+    spec = JobSpec(0, 1, 0, 64, (WorkerSpec(0, 1, "02:00:00:00:00:01", "10.0.0.1", 50000),
+                                 WorkerSpec(1, 2, "02:00:00:00:00:02", "10.0.0.2", 50001)),
+                   (("02:00:00:00:00:01", 1), ("02:00:00:00:00:02", 2)), (1, 2))
+    cfg = json_config(plan, spec)
+    assert len(cfg["tables"]["workers"]) == 2
+    assert cfg["groups"]["1"] == [[1, 1], [2, 2]]
+    assert cfg["groups"][str(0x8000 + 1)] == [[2, 0]]
+    SwitchModel(plan).load_config(cfg)             # the model accepts it
+
+
+def _parser():
+    ap = argparse.ArgumentParser(prog="p4gen")
+    cli.register(ap.add_subparsers(dest="cmd", required=True))
+    return ap
+
+
+def test_cli_parses_run_options():
+    a = _parser().parse_args(["testbed", "run", "--protocol", "gloo", "--workers", "4", "--size", "16MiB",
+                              "--bw", "20", "--loss", "0.01", "--switch", "soft", "--topo", "two-level"])
+    assert (a.protocol, a.workers, a.bw, a.loss, a.switch, a.topo) == ("gloo", 4, 20.0, 0.01, "soft", "two-level")
+    assert cli.parse_size(a.size) == 4 << 20
+    assert callable(a.func)
+
+
+@pytest.mark.parametrize("text,msg", [("16MB", r"^--size '16MB' must be a number of elements or a size like 16MiB$"),
+                                      ("1.5", r"^--size '1\.5': a number of elements must be whole$"),
+                                      ("0", r"^--size '0' gives 0 elements; at least 1 is needed$")])
+def test_size_errors(text, msg):
+    with pytest.raises(TestbedError, match=msg):
+        cli.parse_size(text)
+
+
+def test_run_checks_arguments_before_touching_the_system():
+    a = _parser().parse_args(["testbed", "run", "--workers", "1"])
+    with pytest.raises(TestbedError, match=r"^--workers 1 must be at least 2$"):
+        a.func(a)
+    a = _parser().parse_args(["testbed", "run", "--loss", "1.5"])
+    with pytest.raises(TestbedError, match=r"^--loss 1\.5 must be in \[0, 1\)$"):
+        a.func(a)
+
+
+def test_table_row_lines_up_with_header():
+    from p4gen.testbed.harness import RunResult
+
+    r = RunResult("switchml", 4, 4 << 20, "float32", 1.0, 20, 0.0, "star4", "switch", 8.1, 16.6, 6.7, 83.0,
+                  65600, 3, 4.4e6, 2.4e-7, 5e-7, True, True)
+    assert len(cli.row(r)) == len(cli.header())
+    assert cli.row(r).rstrip().endswith("yes")
