@@ -1,0 +1,214 @@
+"""Software data plane: the switch model behind AF_PACKET raw sockets.
+
+    python -m p4gen.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
+        [--config control.json] [--stats stats.json] [--stats-interval 1]
+
+Every ``--port N=IFNAME`` binds a raw socket on ``IFNAME`` that acts as
+switch port ``N``.  Frames received there go through
+:meth:`p4gen.model.SwitchModel.process`; the frames it returns are sent on
+the sockets of their egress ports.  The control-plane state (workers,
+multicast groups, l2 entries, result_dst) comes from a JSON file in the
+format of :meth:`SwitchModel.load_config`, until a P4Runtime server
+replaces it; ``SIGHUP`` reloads the file into a fresh model state.
+
+Counters: the ``stats`` counter of the plan plus per-port rx/tx frames are
+written as JSON to ``--stats`` (atomically, every ``--stats-interval``
+seconds and at exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the
+sockets, write the final counters and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import P4genError
+from .model import SwitchModel
+from .plan import Plan
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4
+MAX_FRAME = 1 << 16
+BURST = 64
+
+
+class DataPlaneError(P4genError):
+    """A port or option of the software data plane is invalid or cannot be opened."""
+
+
+def parse_port(spec: str) -> tuple[int, str]:
+    num, sep, ifname = spec.partition("=")
+    if not sep or not num.isdigit() or not ifname:
+        raise DataPlaneError(f"--port {spec!r} must look like N=IFNAME")
+    port = int(num)
+    if not 0 <= port < 512:
+        raise DataPlaneError(f"--port {spec!r}: port number must be in 0..511")
+    return port, ifname
+
+
+class DataPlane:
+    """Raw sockets on named interfaces, one per switch port, driving one SwitchModel."""
+
+    def __init__(self, model: SwitchModel, ports: dict[int, str]):
+        if not ports:
+            raise DataPlaneError("at least one --port is needed")
+        self.model = model
+        self.ports = dict(ports)
+        self.socks: dict[int, socket.socket] = {}
+        self.by_fd: dict[int, int] = {}
+        self.rx = {p: 0 for p in ports}
+        self.tx = {p: 0 for p in ports}
+        self.tx_errors = 0
+        self.running = False
+        try:
+            for port, ifname in self.ports.items():
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+                s.bind((ifname, 0))
+                s.setblocking(False)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+                self.socks[port] = s
+                self.by_fd[s.fileno()] = port
+        except OSError as exc:
+            self.close()
+            raise DataPlaneError(f"cannot open a raw socket on {ifname!r}: {exc.strerror or exc}") from None
+        self._poll = select.poll()
+        for fd in self.by_fd:
+            self._poll.register(fd, select.POLLIN)
+
+    def close(self) -> None:
+        for s in self.socks.values():
+            try:
+                s.close()
+            except OSError:
+                pass
+        self.socks.clear()
+
+    def _send(self, port: int, frame: bytes) -> None:
+        s = self.socks.get(port)
+        if s is None:                       # egress port not attached: the frame leaves nowhere
+            self.tx_errors += 1
+            return
+        try:
+            s.send(frame)
+            self.tx[port] += 1
+        except OSError:
+            self.tx_errors += 1
+
+    def poll_once(self, timeout: float = 0.2) -> int:
+        """Wait up to ``timeout`` s, then forward every frame that is queued (in bursts); return the count."""
+        handled = 0
+        for fd, _ev in self._poll.poll(int(timeout * 1000)):
+            port = self.by_fd[fd]
+            s = self.socks[port]
+            for _ in range(BURST):
+                try:
+                    frame, addr = s.recvfrom(MAX_FRAME)
+                except (BlockingIOError, InterruptedError):
+                    break
+                except OSError:
+                    break
+                if addr[2] == PACKET_OUTGOING:   # our own transmissions, seen by the tap
+                    continue
+                self.rx[port] += 1
+                handled += 1
+                for eport, out in self.model.process(frame, port):
+                    self._send(eport, out)
+        return handled
+
+    def counters(self) -> dict[str, Any]:
+        return {"time": time.time(),
+                "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in self.model.counter_read().items()},
+                "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p]}
+                          for p in self.ports},
+                "tx_errors": self.tx_errors}
+
+    def run(self, stats_path: str | Path | None = None, stats_interval: float = 1.0,
+            reload: Any = None) -> None:
+        """Forward until :meth:`stop` (e.g. from a signal handler)."""
+        self.running = True
+        next_dump = 0.0
+        try:
+            while self.running:
+                self.poll_once(0.2)
+                if reload is not None:
+                    reload()
+                now = time.monotonic()
+                if stats_path and now >= next_dump:
+                    write_json_atomic(stats_path, self.counters())
+                    next_dump = now + stats_interval
+        finally:
+            if stats_path:
+                write_json_atomic(stats_path, self.counters())
+            self.close()
+
+    def stop(self, *_args) -> None:
+        self.running = False
+
+
+def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, p)
+
+
+def _build_model(plan_dir: str, config: str | None) -> SwitchModel:
+    model = SwitchModel(Plan.load(plan_dir))
+    if config:
+        model.load_config(config)
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m p4gen.dataplane",
+                                 description="Software data plane: the Plan's switch model on raw sockets.")
+    ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file)")
+    ap.add_argument("--port", action="append", default=[], metavar="N=IFNAME", help="switch port N is IFNAME")
+    ap.add_argument("--config", help="control-plane JSON (tables, groups)")
+    ap.add_argument("--stats", help="write counters as JSON here")
+    ap.add_argument("--stats-interval", type=float, default=1.0)
+    args = ap.parse_args(argv)
+    try:
+        ports = dict(parse_port(p) for p in args.port)
+        model = _build_model(args.plan, args.config)
+        dp = DataPlane(model, ports)
+    except P4genError as exc:
+        print(f"p4gen.dataplane: {exc}", file=sys.stderr)
+        return 2
+    hup = {"pending": False}
+
+    def on_hup(*_a):
+        hup["pending"] = True
+
+    def reload() -> bool:
+        if not hup["pending"]:
+            return False
+        hup["pending"] = False
+        try:
+            fresh = _build_model(args.plan, args.config)
+        except P4genError as exc:
+            print(f"p4gen.dataplane: reload failed, keeping the old state: {exc}", file=sys.stderr)
+            return False
+        dp.model = fresh
+        return True
+
+    signal.signal(signal.SIGTERM, dp.stop)
+    signal.signal(signal.SIGINT, dp.stop)
+    signal.signal(signal.SIGHUP, on_hup)
+    print(f"p4gen.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
+          file=sys.stderr, flush=True)
+    dp.run(args.stats, args.stats_interval, reload)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

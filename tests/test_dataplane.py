@@ -1,0 +1,112 @@
+"""The software data plane on AF_PACKET sockets, in a network namespace of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from p4gen import codec
+from p4gen.dataplane import DataPlaneError, main as dp_main, parse_port
+from p4gen.model import WorkerAddr, job_config
+from p4gen.packet import ip, mac
+from p4gen.planner import make_plan
+from p4gen.spec import make_spec
+from p4gen.target import load_target
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_port_option_is_checked():
+    assert parse_port("3=veth3") == (3, "veth3")
+    for bad in ("veth", "x=veth", "600=veth", "3="):
+        with pytest.raises(DataPlaneError):
+            parse_port(bad)
+
+
+def test_bad_interface_is_a_one_line_error(tmp_path, capsys):
+    plan = make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("p4gen.dataplane:") and "\n" not in err
+
+
+def _sh(*args, check=True):
+    return subprocess.run(args, check=check, capture_output=True, text=True)
+
+
+@pytest.fixture()
+def netns():
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces")
+    if not shutil.which("ip"):
+        pytest.skip("iproute2 'ip' is not installed")
+    ns = f"p4gtest-{uuid.uuid4().hex[:8]}"
+    try:
+        _sh("ip", "netns", "add", ns)
+    except subprocess.CalledProcessError as exc:
+        pytest.skip(f"cannot create a network namespace: {exc.stderr.strip()}")
+    try:
+        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
+        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", check=False)
+        for i in range(3):
+            _sh("ip", "-n", ns, "link", "add", f"w{i}", "type", "veth", "peer", "name", f"s{i}")
+            _sh("ip", "-n", ns, "link", "set", f"w{i}", "up")
+            _sh("ip", "-n", ns, "link", "set", f"s{i}", "up")
+        yield ns
+    finally:
+        _sh("ip", "netns", "del", ns, check=False)
+
+
+@pytest.mark.parametrize("mode", ["int", "float"])
+def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
+    plan = make_plan(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(3)]
+    cfg = job_config(plan, 1, workers, slot_count=4)
+    cfg["groups"][str(plan.data["params"]["flood_group_base"] + 1)] = [[2, 0], [3, 0]]
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    stats = tmp_path / "stats.json"
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.dataplane",
+                           "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"),
+                           "--stats", str(stats), "--stats-interval", "0.1",
+                           "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            if stats.exists():
+                break
+            time.sleep(0.05)
+        assert stats.exists(), dp.stderr.read() if dp.poll() is not None else "no stats file"
+        args = [f"w{i},02:00:00:00:01:0{i},10.0.1.{i + 1},{41000 + i}" for i in range(3)]
+        drv = _sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
+                  str(tmp_path / "plan.json"), mode, *args)
+        out = json.loads(drv.stdout)
+        assert all(out["done"]), out
+        exact = np.array(out["expected"])
+        for r in out["results"]:
+            if mode == "int":
+                assert r == exact.astype(np.int64).tolist()
+            else:
+                assert np.allclose(r, exact, atol=codec.error_bound(3, 3) * 2)
+    finally:
+        dp.send_signal(signal.SIGTERM)
+        try:
+            rc = dp.wait(10)
+        except subprocess.TimeoutExpired:
+            dp.kill()
+            rc = dp.wait()
+    assert rc == 0, dp.stderr.read()
+    final = json.loads(stats.read_text())
+    assert final["stats"]["multicast"]["packets"] >= 5
+    assert final["ports"]["1"]["rx"] > 0 and final["ports"]["2"]["tx"] > 0
