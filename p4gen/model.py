@@ -580,8 +580,13 @@ class SwitchModel:
         self._outcome = out
         self._yields = prior
 
-    def _decide_fast(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int, exp: int):
-        """Run the compiled decision; return (outcome code, stat index, exponent out, values out)."""
+    def _decide_fast(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int, exp: int,
+                     defer: list | None = None):
+        """Run the compiled decision; return (outcome code, stat index, exponent out, values out).
+
+        With ``defer`` (a list), the values step is not executed but appended
+        as (op name, first register row) for :meth:`_apply_values_batch`.
+        """
         o: tuple = ()
         exp_out = exp
         vals_out = None
@@ -609,6 +614,9 @@ class SwitchModel:
                 reg[sc], exp_out = k(reg[sc], exp)
             else:  # values
                 base = sc << self._pass_bits
+                if defer is not None:
+                    defer.append((lut[o][1], base))
+                    continue
                 rows = self._vals[base:base + self._passes]
                 vals_out = k(rows, lambda: self._payload(frame))
         action, stat = self._outcome[o]
@@ -714,47 +722,148 @@ class SwitchModel:
         self._count(self._stat["l2_flood"], n)
         return [(p, frame) for p, _rid in self.groups.get(self._flood_base + port, ())]
 
-    def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
-        L = self.layout
+    def _admit(self, frame, port: int, u: tuple):
+        """Parser / workers table / slot range checks.  None (counted, dropped) or the worker's context."""
         n = len(frame)
         mi, ms, mm = self._msg
-        if n < L.frame_len or (u[mi] >> ms) & mm != self._msg_contrib:
+        if n < self.layout.frame_len or (u[mi] >> ms) & mm != self._msg_contrib:
             self._count(self._stat["drop_malformed"], n)
-            return []
+            return None
         w = self._workers.get(self._worker_key(u, port))
         if w is None:
             self._count(self._stat["drop_unknown"], n)
-            return []
+            return None
         _wid, word, mask, nw, slot_base, slot_count, mgid = w
         pool = u[self._i_pool]
         sij = pool & self._slot_mask
         if sij >= slot_count:
             self._count(self._stat["drop_bad_slot"], n)
-            return []
+            return None
         copy = (pool >> self._slot_bits) & 1
         slot = (slot_base + sij) & 0xFFFF
-        sc = (slot << 1) | copy
         if self._agg_rx is not None:
             self._count(self._agg_rx, n)
+        return (slot << 1) | copy, slot, copy, word, mask, nw, mgid
+
+    def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
+        ctx = self._admit(frame, port, u)
+        if ctx is None:
+            return []
+        sc, slot, copy, word, mask, nw, mgid = ctx
         decide = self._decide_fast if self.fast else self._decide_reference
         action, stat, exp_out, vals_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
                                                  u[self._i_exp])
-        self._count(stat, n)
+        self._count(stat, len(frame))
         if action == ops.OUT_DROP:
             return []
-        return self._emit(frame, port, u, action, exp_out, vals_out, mgid)
+        L = self.layout
+        payload = None if vals_out is None else vals_out.astype(L.value_dtype).tobytes()
+        return self._emit(frame, port, u, action, exp_out, payload, mgid)
 
-    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, vals_out, mgid: int):
+    # -- batches -----------------------------------------------------------------
+    def process_batch(self, packets) -> list[list[tuple[int, bytes]]]:
+        """Process frames in order, as ``process`` would one by one; one output list per frame.
+
+        The per-packet decisions (tables, chunk / bitmap / counter / exponent
+        registers) run frame by frame; the value-register operations of the
+        whole batch are then applied with a few numpy calls (a segmented
+        prefix sum per register row), which gives the same register contents
+        and results as applying them one at a time.
+        """
+        L = self.layout
+        if not self.fast:
+            return [self.process(f, p) for f, p in packets]
+        results: list = [None] * len(packets)
+        fixed_len, unpack = L.fixed_len, L.struct.unpack_from
+        ihl_i, ihl_s, ihl_m = self._ihl
+        i_et, i_pr, i_dp = self._i_etype, self._i_proto, self._i_dport
+        lo, hi = L.udp_port_min, L.udp_port_max
+        i_tsi, i_exp = self._i_tsi, self._i_exp
+        decide = self._decide_fast
+        pk, by = self._pk, self._by
+        deferred = []          # (index, frame, port, u, action, exp_out, mgid, op, base)
+        for i, (frame, port) in enumerate(packets):
+            if len(frame) < fixed_len:
+                results[i] = self._process_short(frame, port)
+                continue
+            u = unpack(frame)
+            if (u[i_et] != ETHERTYPE_IPV4 or (u[ihl_i] >> ihl_s) & ihl_m != 5 or u[i_pr] != IPPROTO_UDP
+                    or not lo <= u[i_dp] <= hi):
+                results[i] = self._forward_l2(frame, port, u[self._i_eth_dst])
+                continue
+            ctx = self._admit(frame, port, u)
+            if ctx is None:
+                results[i] = []
+                continue
+            sc, slot, copy, word, mask, nw, mgid = ctx
+            vop: list = []
+            action, stat, exp_out, _ = decide(frame, sc, slot, copy, word, mask, nw, u[i_tsi], u[i_exp], vop)
+            pk[stat] += 1
+            by[stat] += len(frame)
+            deferred.append((i, frame, port, u, action, exp_out, mgid, vop[0] if vop else None))
+        if deferred:
+            carried = self._apply_values_batch(deferred)
+            for (i, frame, port, u, action, exp_out, mgid, _v), payload in zip(deferred, carried):
+                results[i] = [] if action == ops.OUT_DROP else self._emit(frame, port, u, action, exp_out,
+                                                                         payload, mgid)
+        return results
+
+    _VCODE = {"write": 0, "add": 1, "read": 2, "nop": 3, "clear": 4}
+
+    def _apply_values_batch(self, deferred) -> list:
+        """Apply the deferred value ops in order; return each packet's carried payload bytes (or None)."""
+        L = self.layout
+        P_, E = self._passes, L.elements_per_pass
+        vals = self._vals
+        todo = [(k, d[7]) for k, d in enumerate(deferred) if d[7] is not None]
+        carried: list = [None] * len(deferred)
+        if not todo:
+            return carried
+        codes = np.array([self._VCODE[v[0]] for _, v in todo], dtype=np.int8)
+        bases = np.array([v[1] for _, v in todo], dtype=np.int64)
+        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
+        blob = b"".join([deferred[k][1][off:off + vlen] for k, _ in todo])
+        pkt = np.frombuffer(blob, L.value_dtype).reshape(len(todo) * P_, E).astype(np.uint64)
+        rows = (bases[:, None] + np.arange(P_)).reshape(-1)
+        code = np.repeat(codes, P_)
+        contrib = np.where(((code == 0) | (code == 1))[:, None], pkt, np.uint64(0))
+        reset = (code == 0) | (code == 4)
+        order = np.argsort(rows, kind="stable")
+        r = rows[order]
+        c = contrib[order]
+        rs = reset[order]
+        m = len(r)
+        first = np.ones(m, dtype=bool)
+        first[1:] = r[1:] != r[:-1]
+        idx = np.arange(m)
+        anchor = np.maximum.accumulate(np.where(rs | first, idx, 0))
+        csum = np.zeros((m + 1, E), dtype=np.uint64)
+        np.cumsum(c, axis=0, out=csum[1:])
+        after = csum[1:] - csum[anchor]
+        keep = ~rs[anchor]                              # no reset since the row's first op: start from the register
+        if keep.any():
+            after[keep] += vals[r[keep]].astype(np.uint64)
+        last = np.ones(m, dtype=bool)
+        last[:-1] = r[1:] != r[:-1]
+        vals[r[last]] = after[last].astype(vals.dtype)
+        out = np.empty_like(after)
+        out[order] = after
+        out_be = out.astype(vals.dtype).astype(L.value_dtype).reshape(len(todo), P_ * E)
+        for j, (k, v) in enumerate(todo):
+            if codes[j] in (1, 2, 4):                   # add, read, clear: the packet carries the register
+                carried[k] = out_be[j].tobytes()
+        return carried
+
+    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int):
         L = self.layout
         vals = list(u)
         self._set_msg(vals, self._msg_result)
         vals[self._i_exp] = exp_out
         vals[self._i_udp_ck] = 0
-        if vals_out is None:
+        if payload is None:
             body = bytes(frame[L.fixed_len:])
         else:
-            body = bytes(frame[L.fixed_len:L.values_offset]) + vals_out.astype(L.value_dtype).tobytes() \
-                + bytes(frame[L.frame_len:])
+            body = bytes(frame[L.fixed_len:L.values_offset]) + payload + bytes(frame[L.frame_len:])
         if action == ops.OUT_UNICAST:
             vals[self._i_eth_dst], vals[self._i_eth_src] = u[self._i_eth_src], u[self._i_eth_dst]
             vals[self._i_ip_dst], vals[self._i_ip_src] = u[self._i_ip_src], u[self._i_ip_dst]

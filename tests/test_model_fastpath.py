@@ -261,3 +261,34 @@ def test_custom_decision_table_is_validated():
     with pytest.raises(ModelError, match="invalid"):
         SwitchModel(plan, decision=table)
     assert SwitchModel(plan, decision=decision.decision_table("reference")).decision["variant"] == "reference"
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+@settings(max_examples=60)
+@given(stream=st.lists(st.tuples(PKT, st.booleans()), max_size=80), n=st.integers(2, 40),
+       cuts=st.lists(st.integers(0, 80), max_size=4))
+def test_batches_equal_one_by_one(name, stream, n, cuts):
+    """process_batch over any split of the stream == process frame by frame (outputs, counters, registers)."""
+    plan = PLANS[name]
+    n = min(n, plan.data["params"]["max_workers"])
+    L = P.Layout(plan)
+    one, ref = _models(plan, n)
+    batch = SwitchModel(plan)
+    batch.load_config(job_config(plan, 1, _addrs(n), slot_count=3, mgid=5, rid_base=50))
+    addrs = _addrs(n)
+    frames = []
+    for (w, slot, cp, tsi, exp, seed), junk in stream:
+        a = addrs[w % n]
+        vals = np.random.default_rng(seed).integers(0, 2 ** L.value_width, L.elements)
+        f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=tsi,
+                                 pool_index=(cp << 15) | slot, exponent=exp, values=vals)
+        frames.append((f[:30] if junk and seed % 3 == 0 else f, a.port))
+    expected = [one.process(f, p) for f, p in frames]
+    got, start = [], 0
+    for cut in sorted(set(cuts)) + [len(frames)]:
+        got += batch.process_batch(frames[start:max(start, cut)])
+        start = max(start, cut)
+    assert got == expected
+    assert batch.counter_read() == one.counter_read()
+    for r in one.register_names():
+        assert np.array_equal(batch.register_read(r), one.register_read(r)), r
