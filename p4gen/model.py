@@ -579,48 +579,72 @@ class SwitchModel:
         self._chain = chain
         self._outcome = out
         self._yields = prior
+        self._decide_fast = self._make_decider()
 
-    def _decide_fast(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int, exp: int,
-                     defer: list | None = None):
-        """Run the compiled decision; return (outcome code, stat index, exponent out, values out).
+    def _make_decider(self):
+        """The compiled decision as one closure over the registers (locals, not attribute lookups).
 
-        With ``defer`` (a list), the values step is not executed but appended
-        as (op name, first register row) for :meth:`_apply_values_batch`.
+        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, defer=None)``
+        returns (outcome code, stat index, exponent out, values out); with
+        ``defer`` (a list) the values step is not executed but appended as
+        (op name, first register row) for :meth:`_apply_values_batch`.
         """
-        o: tuple = ()
-        exp_out = exp
-        vals_out = None
-        for role, lut in self._chain:
-            k = lut[o][0]
-            if role == "chunk":
-                reg = self._chunk
-                reg[sc], y = k(reg[sc], tsi)
-                o = o + (y,)
-            elif role == "bitmap":
-                seen = 0
-                other_copy = 1 - copy
-                for i, lanes in enumerate(self._bm):
-                    this_l, other_l = lanes[copy], lanes[other_copy]
-                    this_l[slot], other_l[slot], s = k(this_l[slot], other_l[slot], mask if i == word else 0,
-                                                       self._bm_full[i])
-                    seen |= s
-                o = o + (seen,)
-            elif role == "counter":
-                reg = self._counter
-                reg[sc], y = k(reg[sc], n, self._counter_full)
-                o = o + (y,)
-            elif role == "exponent":
-                reg = self._exponent
-                reg[sc], exp_out = k(reg[sc], exp)
-            else:  # values
-                base = sc << self._pass_bits
-                if defer is not None:
-                    defer.append((lut[o][1], base))
-                    continue
-                rows = self._vals[base:base + self._passes]
-                vals_out = k(rows, lambda: self._payload(frame))
-        action, stat = self._outcome[o]
-        return action, stat, exp_out, vals_out
+        CHUNK, BITMAP, COUNTER, EXPONENT, VALUES = range(5)
+        role_id = {"chunk": CHUNK, "bitmap": BITMAP, "counter": COUNTER, "exponent": EXPONENT, "values": VALUES}
+        chain = tuple((role_id[role], {o: kv[0] for o, kv in lut.items()}, {o: kv[1] for o, kv in lut.items()})
+                      for role, lut in self._chain)
+        outcome = self._outcome
+        chunk_reg, counter_reg, exp_reg = self._chunk, self._counter, self._exponent
+        counter_full = getattr(self, "_counter_full", 0)
+        bm = self._bm
+        bm_full = self._bm_full
+        one_word = len(bm) == 1
+        if one_word:
+            bm_l0, bm_l1 = bm[0][0], bm[0][1]
+            bm_full0 = bm_full[0]
+        vals, pass_bits, passes = self._vals, self._pass_bits, self._passes
+        payload = self._payload
+
+        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, defer=None):
+            o = ()
+            exp_out = exp
+            vals_out = None
+            for role, kernels, names in chain:
+                k = kernels[o]
+                if role == BITMAP:
+                    if one_word:
+                        if copy:
+                            bm_l1[slot], bm_l0[slot], seen = k(bm_l1[slot], bm_l0[slot],
+                                                               mask if word == 0 else 0, bm_full0)
+                        else:
+                            bm_l0[slot], bm_l1[slot], seen = k(bm_l0[slot], bm_l1[slot],
+                                                               mask if word == 0 else 0, bm_full0)
+                    else:
+                        seen = 0
+                        for i, lanes in enumerate(bm):
+                            this_l, other_l = lanes[copy], lanes[1 - copy]
+                            this_l[slot], other_l[slot], sn = k(this_l[slot], other_l[slot],
+                                                                mask if i == word else 0, bm_full[i])
+                            seen |= sn
+                    o = o + (seen,)
+                elif role == COUNTER:
+                    counter_reg[sc], y = k(counter_reg[sc], n, counter_full)
+                    o = o + (y,)
+                elif role == CHUNK:
+                    chunk_reg[sc], y = k(chunk_reg[sc], tsi)
+                    o = o + (y,)
+                elif role == EXPONENT:
+                    exp_reg[sc], exp_out = k(exp_reg[sc], exp)
+                else:
+                    base = sc << pass_bits
+                    if defer is not None:
+                        defer.append((names[o], base))
+                    else:
+                        vals_out = k(vals[base:base + passes], lambda: payload(frame))
+            action, stat = outcome[o]
+            return action, stat, exp_out, vals_out
+
+        return decide
 
     def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
                           exp: int):
