@@ -8,7 +8,7 @@ from ``plan.data`` -- nothing here keeps an ID of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from p4.v1 import p4runtime_pb2
 
