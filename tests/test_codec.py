@@ -42,7 +42,7 @@ def test_exponent_examples():
 @given(n=st.integers(1, MAX_WORKERS), width=st.sampled_from([16, 32]), data=st.data())
 def test_sum_never_overflows_and_meets_the_bound(n, width, data):
     size = data.draw(st.integers(1, 16))
-    xs = data.draw(st.lists(hnp.arrays(np.float32, size, elements=FINITE32), min_size=n, max_size=n))
+    xs = list(data.draw(hnp.arrays(np.float32, (n, size), elements=FINITE32)))
     e = max(codec.exponent_of(x) for x in xs)
     qs = [codec.quantize(x, e, n, width) for x in xs]
     lim = codec.limit(n, width)
