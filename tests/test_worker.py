@@ -113,3 +113,35 @@ def test_bad_inputs():
     w = Worker(L, np.ones(3), job=1, window=1, n_workers=2, src=SW, dst=SW)
     with pytest.raises(WorkerError):
         w.result()
+
+
+def test_jobs_are_isolated_by_slot_ranges():
+    """Two jobs on one switch, interleaved, each on its own slot range: both sums exact."""
+    plan = PLANS[32]
+    L = P.Layout(plan)
+    m = SwitchModel(plan)
+    jobs = {}
+    for job, base, port0 in ((1, 0, 1), (2, 2, 11)):
+        addrs = [WorkerAddr(port0 + i, 0x020000000101 + port0 + i, 0x0A000101 + port0 + i, 9000 + i)
+                 for i in range(2)]
+        m.load_config(job_config(plan, job, addrs, slot_base=base, slot_count=2, mgid=job, rid_base=10 * job))
+        xs = [np.arange(40) * (job * 10 + i) for i in range(2)]
+        ws = [Worker(L, x, job=job, window=2, n_workers=2, src=P.Endpoint(a.mac, a.ip, a.udp_port), dst=SW,
+                     mode="int") for x, a in zip(xs, addrs)]
+        jobs[job] = (addrs, xs, ws)
+    port = {a.port: (j, i) for j, (addrs, _, _) in jobs.items() for i, a in enumerate(addrs)}
+    q = [(j, i, f) for j, (_, _, ws) in jobs.items() for i, w in enumerate(ws) for f in w.start(0.0)]
+    q = q[::2] + q[1::2]
+    while q:
+        j, i, f = q.pop(0)
+        for p, out in m.process(f, jobs[j][0][i].port):
+            jj, ii = port[p]
+            q += [(jj, ii, g) for g in jobs[jj][2][ii].receive(out, 0.0)]
+    for j, (_, xs, ws) in jobs.items():
+        assert all(w.done for w in ws)
+        assert ws[0].result().tolist() == (xs[0] + xs[1]).tolist()
+    # a job-1 packet naming slot 2 (job 2's range) is refused, not aggregated into job 2
+    a = jobs[1][0][0]
+    f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=99, pool_index=2,
+                             exponent=0, values=np.zeros(L.elements))
+    assert m.process(f, a.port) == [] and m.stats["drop_bad_slot"] == 1
