@@ -119,27 +119,28 @@ def _exp_nop(stored, exp):
     return stored, exp
 
 
-# values kernels work in place on the register rows; they return the values the
-# packet carries on, or None when the packet keeps its own values.
-def _val_write(rows, pkt):
-    rows[...] = pkt()
+# values kernels work in place on the register rows; ``load(frame)`` gives the
+# packet's values (only called by the kernels that read them).  They return the
+# values the packet carries on, or None when the packet keeps its own values.
+def _val_write(rows, frame, load):
+    rows[...] = load(frame)
     return None
 
 
-def _val_add(rows, pkt):
-    np.add(rows, pkt(), out=rows, casting="unsafe")
+def _val_add(rows, frame, load):
+    np.add(rows, load(frame), out=rows, casting="unsafe")
     return rows
 
 
-def _val_read(rows, pkt):
+def _val_read(rows, frame, load):
     return rows
 
 
-def _val_nop(rows, pkt):
+def _val_nop(rows, frame, load):
     return None
 
 
-def _val_clear(rows, pkt):
+def _val_clear(rows, frame, load):
     rows[...] = 0
     return rows
 
@@ -514,6 +515,7 @@ class SwitchModel:
         self._i_sport = idx("udp.src_port")
         self._i_dport = idx("udp.dst_port")
         self._i_udp_ck = idx("udp.checksum")
+        self._i_ip_ck = idx("ipv4.hdr_checksum")
         self._i_tsi = idx("agg.tsi")
         self._i_pool = idx("agg.pool_index")
         self._i_exp = idx("agg.exponent")
@@ -640,7 +642,7 @@ class SwitchModel:
                     if defer is not None:
                         defer.append((names[o], base))
                     else:
-                        vals_out = k(vals[base:base + passes], lambda: payload(frame))
+                        vals_out = k(vals[base:base + passes], frame, payload)
             action, stat = outcome[o]
             return action, stat, exp_out, vals_out
 
@@ -688,6 +690,8 @@ class SwitchModel:
 
     def _payload(self, frame) -> np.ndarray:
         L = self.layout
+        if L.passes == 1:           # broadcasts against the (1, elements) register rows
+            return np.frombuffer(frame, L.value_dtype, L.elements, L.values_offset)
         return np.frombuffer(frame, L.value_dtype, L.elements, L.values_offset).reshape(L.passes, L.elements_per_pass)
 
     # ------------------------------------------------------------------ packets
@@ -879,11 +883,15 @@ class SwitchModel:
         return carried
 
     def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int):
+        """The result frames of one packet: msg_type, exponent, values set, UDP checksum 0, IPv4 checksum fixed."""
         L = self.layout
+        pack = L.struct.pack
         vals = list(u)
         self._set_msg(vals, self._msg_result)
         vals[self._i_exp] = exp_out
         vals[self._i_udp_ck] = 0
+        ck = self._i_ip_ck
+        vals[ck] = 0
         if payload is None:
             body = bytes(frame[L.fixed_len:])
         else:
@@ -892,36 +900,48 @@ class SwitchModel:
             vals[self._i_eth_dst], vals[self._i_eth_src] = u[self._i_eth_src], u[self._i_eth_dst]
             vals[self._i_ip_dst], vals[self._i_ip_src] = u[self._i_ip_src], u[self._i_ip_dst]
             vals[self._i_dport], vals[self._i_sport] = u[self._i_sport], u[self._i_dport]
-            return [(port, self._pack(vals) + body)]
+            vals[ck] = self._checksum(pack(*vals))
+            return [(port, pack(*vals) + body)]
         out = []
         rdst = self._rdst
         plain = None
+        mv = None
+        partial = 0
+        i_ip_dst = self._i_ip_dst
         for eport, rid in self.groups.get(mgid, ()):
             r = rdst.get(rid) if rid else None
             if r is None:
                 if plain is None:
-                    plain = self._pack(vals) + body
+                    p = list(vals)
+                    p[ck] = self._checksum(pack(*p))
+                    plain = pack(*p) + body
                 out.append((eport, plain))
                 continue
-            v = list(vals)
-            v[self._i_eth_src] = u[self._i_eth_dst]
-            v[self._i_eth_dst] = r[0]
-            v[self._i_ip_src] = u[self._i_ip_dst]
-            v[self._i_ip_dst] = r[1]
-            v[self._i_sport] = u[self._i_dport]
-            v[self._i_dport] = r[2]
-            out.append((eport, self._pack(v) + body))
+            if mv is None:
+                # fields every rewritten replica shares; the checksum is finished per destination address
+                mv = list(vals)
+                mv[self._i_eth_src] = u[self._i_eth_dst]
+                mv[self._i_ip_src] = u[self._i_ip_dst]
+                mv[self._i_sport] = u[self._i_dport]
+                mv[i_ip_dst] = 0
+                partial = sum(self._ck.unpack_from(pack(*mv), self._ip_off))
+            mv[self._i_eth_dst] = r[0]
+            mv[i_ip_dst] = r[1]
+            mv[self._i_dport] = r[2]
+            c = partial + (r[1] >> 16) + (r[1] & 0xFFFF)
+            c = (c & 0xFFFF) + (c >> 16)
+            c = (c & 0xFFFF) + (c >> 16)
+            mv[ck] = ~c & 0xFFFF
+            out.append((eport, pack(*mv) + body))
+            mv[ck] = 0
         return out
 
-    def _pack(self, vals: list) -> bytes:
-        head = bytearray(self.layout.struct.pack(*vals))
-        o, ck = self._ip_off, self._ck_off
-        head[ck] = head[ck + 1] = 0
-        s = sum(self._ck.unpack_from(head, o))
-        s = (s & 0xFFFF) + (s >> 16)
-        s = (s & 0xFFFF) + (s >> 16)
-        struct.pack_into(">H", head, ck, ~s & 0xFFFF)
-        return bytes(head)
+    def _checksum(self, head: bytes) -> int:
+        """IPv4 header checksum of a packed header whose checksum field is zero."""
+        c = sum(self._ck.unpack_from(head, self._ip_off))
+        c = (c & 0xFFFF) + (c >> 16)
+        c = (c & 0xFFFF) + (c >> 16)
+        return ~c & 0xFFFF
 
 
 # -- job setup helper ------------------------------------------------------------------

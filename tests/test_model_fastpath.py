@@ -51,7 +51,7 @@ def test_exponent_kernels(op, stored, exp):
 def test_values_kernels(op, stored, pkt):
     rows = np.array([stored], dtype=np.uint32)
     p = np.array([pkt], dtype=">u4")
-    carried = FAST_KERNELS["values"][op](rows, lambda: p)
+    carried = FAST_KERNELS["values"][op](rows, b"frame", lambda frame: p)
     exp_new, exp_carried = zip(*(ops.values_op(op, s, q, 32) for s, q in zip(stored, pkt)))
     assert rows[0].tolist() == list(exp_new)
     assert (pkt if carried is None else np.asarray(carried)[0].tolist()) == list(exp_carried)
