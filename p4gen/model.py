@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy as _copy
 import json
+import operator
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -539,6 +540,14 @@ class SwitchModel:
         self._wkey_order = [port_pos] + hdr_pos
         self._wkey_fields = [internal[i] for i in hdr_pos]
         self._wkey_sub = [S(wt.keys[i]["field"]) for i in hdr_pos]
+        whole = all(x.shift is None and not x.raw for x in self._wkey_sub) and self._wkey_sub
+        if whole and len(self._wkey_sub) > 1:
+            self._wkey_get = operator.itemgetter(*(x.index for x in self._wkey_sub))
+        elif whole:
+            idx0 = self._wkey_sub[0].index
+            self._wkey_get = lambda u: (u[idx0],)
+        else:
+            self._wkey_get = None
         self._ck = struct.Struct(f">{L.ipv4_len // 2}H")
         self._ck_off = L.ipv4_checksum_offset
         self._ip_off = L.ipv4_offset
@@ -551,6 +560,9 @@ class SwitchModel:
         self._flood_base = int(self.params["flood_group_base"])
 
     def _worker_key(self, u, port: int) -> tuple:
+        getter = self._wkey_get
+        if getter is not None:                      # every key field is a whole struct unit
+            return (port, *getter(u))
         key = [port]
         for s in self._wkey_sub:
             v = u[s.index]
