@@ -146,6 +146,23 @@ def _val_clear(rows, frame, load):
     return rows
 
 
+def _mn_write(stored, nxt):
+    return nxt, nxt
+
+
+def _mn_min(stored, nxt):
+    m = nxt if stored > nxt else stored
+    return m, m
+
+
+def _mn_read(stored, nxt):
+    return stored, stored
+
+
+def _mn_nop(stored, nxt):
+    return stored, nxt
+
+
 FAST_KERNELS: dict[str, dict[str, Callable]] = {
     "chunk": {"advance": _chunk_advance},
     "bitmap": {"set_clear": _bm_set_clear, "set": _bm_set, "reset_set": _bm_reset_set, "nop": _bm_nop},
@@ -153,6 +170,7 @@ FAST_KERNELS: dict[str, dict[str, Callable]] = {
                 "inc_sat": _cnt_inc_sat, "probe_full": _cnt_probe_full, "nop": _cnt_nop},
     "exponent": {"write": _exp_write, "max": _exp_max, "read": _exp_read, "nop": _exp_nop},
     "values": {"write": _val_write, "add": _val_add, "read": _val_read, "nop": _val_nop, "clear": _val_clear},
+    "minnext": {"write": _mn_write, "min": _mn_min, "read": _mn_read, "nop": _mn_nop},
 }
 
 
@@ -231,20 +249,24 @@ class SwitchModel:
         self.groups: dict[int, list[tuple[int, int]]] = {}
         self.counter_reset()
         self._init_fields()
+        if dmod.step(table, "minnext") is not None and self._minnext is None:
+            raise ModelError("the decision table has a minnext step but the plan has no minnext register")
+        if not self._omni and any("data" in st["keys"] for st in table["steps"] + [table["outcome"]]):
+            raise ModelError("the decision table observes 'data', which only an omnireduce plan's parser provides")
         self._compile_fast()
 
     # ------------------------------------------------------------------ registers
     def _init_registers(self, regs: list[dict[str, Any]]) -> None:
         L, p = self.layout, self.params
         self._regs = {r["name"]: r for r in regs}
-        self._chunk = self._counter = self._exponent = None
-        self._chunk_name = self._counter_name = self._exponent_name = None
+        self._chunk = self._counter = self._exponent = self._minnext = None
+        self._chunk_name = self._counter_name = self._exponent_name = self._minnext_name = None
         bm = sorted((r for r in regs if r["role"] == "bitmap"), key=lambda r: r["word"])
         self._bm = [[[0] * r["entries"] for _ in range(r["lanes"])] for r in bm]
         self._bm_names = [r["name"] for r in bm]
         self._bm_full = [(1 << r["lane_bits"]) - 1 for r in bm]
         for r in regs:
-            if r["role"] in ("chunk", "counter", "exponent"):
+            if r["role"] in ("chunk", "counter", "exponent", "minnext"):
                 setattr(self, f"_{r['role']}", [0] * r["entries"])
                 setattr(self, f"_{r['role']}_name", r["name"])
                 setattr(self, f"_{r['role']}_full", (1 << r["lane_bits"]) - 1)
@@ -527,6 +549,17 @@ class SwitchModel:
         s = S("agg.job")
         self._job = (s.index, s.shift or 0, s.mask)
         self._set_msg = L.setter("agg.msg_type")
+        # OmniReduce: the data header follows agg only when agg.flags bit 0 is set; agg.next carries
+        # the worker's next non-zero block offset; a header-only packet that returns values grows
+        self._omni = L.omni
+        if self._omni:
+            s = S("agg.flags")
+            self._flags = (s.index, s.shift or 0, s.mask)
+            self._set_flags = L.setter("agg.flags")
+            self._i_next = idx("agg.next")
+            self._i_total_len = idx("ipv4.total_len")
+            self._i_udp_len = idx("udp.length")
+            self._data_bytes = L.frame_len - L.values_offset
         # workers key: plan key order -> internal order (ingress port first, then unpacked fields)
         wt = self._tables["workers"]
         internal = []
@@ -576,7 +609,8 @@ class SwitchModel:
         """Expand every step of the decision table into codes -> kernel dicts."""
         table = self.decision
         chain = []
-        prior: list[str] = []                        # observation names yielded so far, in order
+        # observation names available so far, in order; OmniReduce's parser observes ``data`` first
+        prior: list[str] = ["data"] if self._omni else []
         for step in table["steps"]:
             role = step["role"]
             kern = FAST_KERNELS[role]
@@ -598,17 +632,20 @@ class SwitchModel:
     def _make_decider(self):
         """The compiled decision as one closure over the registers (locals, not attribute lookups).
 
-        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, defer=None)``
-        returns (outcome code, stat index, exponent out, values out); with
+        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None)``
+        returns (outcome code, stat index, exponent out, values out, next out); with
         ``defer`` (a list) the values step is not executed but appended as
-        (op name, first register row) for :meth:`_apply_values_batch`.
+        (op name, first register row) for :meth:`_apply_values_batch`.  ``data``
+        (OmniReduce) says whether the packet carries a data header; without one
+        the value kernels read zeros.
         """
-        CHUNK, BITMAP, COUNTER, EXPONENT, VALUES = range(5)
-        role_id = {"chunk": CHUNK, "bitmap": BITMAP, "counter": COUNTER, "exponent": EXPONENT, "values": VALUES}
+        CHUNK, BITMAP, COUNTER, EXPONENT, VALUES, MINNEXT = range(6)
+        role_id = {"chunk": CHUNK, "bitmap": BITMAP, "counter": COUNTER, "exponent": EXPONENT, "values": VALUES,
+                   "minnext": MINNEXT}
         chain = tuple((role_id[role], {o: kv[0] for o, kv in lut.items()}, {o: kv[1] for o, kv in lut.items()})
                       for role, lut in self._chain)
         outcome = self._outcome
-        chunk_reg, counter_reg, exp_reg = self._chunk, self._counter, self._exponent
+        chunk_reg, counter_reg, exp_reg, mn_reg = self._chunk, self._counter, self._exponent, self._minnext
         counter_full = getattr(self, "_counter_full", 0)
         bm = self._bm
         bm_full = self._bm_full
@@ -618,10 +655,13 @@ class SwitchModel:
             bm_full0 = bm_full[0]
         vals, pass_bits, passes = self._vals, self._pass_bits, self._passes
         payload = self._payload
+        zeros = self._zero_payload
+        omni = self._omni
 
-        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, defer=None):
-            o = ()
+        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None):
+            o = (data,) if omni else ()
             exp_out = exp
+            nxt_out = nxt
             vals_out = None
             for role, kernels, names in chain:
                 k = kernels[o]
@@ -649,22 +689,27 @@ class SwitchModel:
                     o = o + (y,)
                 elif role == EXPONENT:
                     exp_reg[sc], exp_out = k(exp_reg[sc], exp)
+                elif role == MINNEXT:
+                    mn_reg[sc], nxt_out = k(mn_reg[sc], nxt)
                 else:
                     base = sc << pass_bits
                     if defer is not None:
                         defer.append((names[o], base))
                     else:
-                        vals_out = k(vals[base:base + passes], frame, payload)
+                        vals_out = k(vals[base:base + passes], frame, payload if data else zeros)
+                        if vals_out is None and not data and names[o] != "nop":
+                            vals_out = zeros(frame)       # a write on a header-only packet carries zeros
             action, stat = outcome[o]
-            return action, stat, exp_out, vals_out
+            return action, stat, exp_out, vals_out, nxt_out
 
         return decide
 
     def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
-                          exp: int):
+                          exp: int, data: int = 1, nxt: int = 0):
         """The same decision, straight from decision.lookup and p4gen.ops (no precomputation)."""
-        obs: dict[str, str] = {}
+        obs: dict[str, str] = {"data": str(data)} if self._omni else {}
         exp_out = exp
+        nxt_out = nxt
         vals_out = None
         for step in self.decision["steps"]:
             op = dmod.lookup(step["rules"], obs)["op"]
@@ -688,17 +733,26 @@ class SwitchModel:
                 y = ops.COUNT_NAMES[c]
             elif role == "exponent":
                 self._exponent[sc], exp_out = ops.exponent_op(op, self._exponent[sc], exp, ops.INT)
+            elif role == "minnext":
+                self._minnext[sc], nxt_out = ops.minnext_op(op, self._minnext[sc], nxt, ops.INT)
             else:
                 base = sc << self._pass_bits
                 rows = self._vals[base:base + self._passes]
-                new, carried = ops.values_op(op, rows.copy(), self._payload(frame).astype(rows.dtype),
-                                             self.layout.value_width, NP)
+                pkt = self._payload(frame) if data else self._zero_payload(frame)
+                new, carried = ops.values_op(op, rows.copy(), pkt.astype(rows.dtype), self.layout.value_width, NP)
                 rows[...] = np.asarray(new).astype(rows.dtype)
-                vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
+                # nop on a header-only packet: nothing to carry (the packet keeps no data header)
+                if op != "nop" or data:
+                    vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
             if step["yields"]:
                 obs[step["yields"]] = y
         rule = dmod.lookup(self.decision["outcome"]["rules"], obs)
-        return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out
+        return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out, nxt_out
+
+    def _zero_payload(self, frame) -> np.ndarray:
+        """What the value kernels read from a packet without a data header (OmniReduce header-only)."""
+        L = self.layout
+        return np.zeros((L.passes, L.elements_per_pass) if L.passes > 1 else L.elements, L.value_dtype)
 
     def _payload(self, frame) -> np.ndarray:
         L = self.layout
@@ -766,7 +820,11 @@ class SwitchModel:
         """Parser / workers table / slot range checks.  None (counted, dropped) or the worker's context."""
         n = len(frame)
         mi, ms, mm = self._msg
-        if n < self.layout.frame_len or (u[mi] >> ms) & mm != self._msg_contrib:
+        data = 1
+        if self._omni:
+            fi, fs, fm = self._flags
+            data = (u[fi] >> fs) & 1
+        if n < (self.layout.frame_len if data else self.layout.fixed_len) or (u[mi] >> ms) & mm != self._msg_contrib:
             self._count(self._stat["drop_malformed"], n)
             return None
         w = self._workers.get(self._worker_key(u, port))
@@ -783,22 +841,23 @@ class SwitchModel:
         slot = (slot_base + sij) & 0xFFFF
         if self._agg_rx is not None:
             self._count(self._agg_rx, n)
-        return (slot << 1) | copy, slot, copy, word, mask, nw, mgid
+        return (slot << 1) | copy, slot, copy, word, mask, nw, mgid, data
 
     def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
         ctx = self._admit(frame, port, u)
         if ctx is None:
             return []
-        sc, slot, copy, word, mask, nw, mgid = ctx
+        sc, slot, copy, word, mask, nw, mgid, data = ctx
         decide = self._decide_fast if self.fast else self._decide_reference
-        action, stat, exp_out, vals_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
-                                                 u[self._i_exp])
+        nxt = u[self._i_next] if self._omni else 0
+        action, stat, exp_out, vals_out, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
+                                                          u[self._i_exp], data, nxt)
         self._count(stat, len(frame))
         if action == ops.OUT_DROP:
             return []
         L = self.layout
         payload = None if vals_out is None else vals_out.astype(L.value_dtype).tobytes()
-        return self._emit(frame, port, u, action, exp_out, payload, mgid)
+        return self._emit(frame, port, u, action, exp_out, payload, mgid, data, nxt_out)
 
     # -- batches -----------------------------------------------------------------
     def process_batch(self, packets) -> list[list[tuple[int, bytes]]]:
@@ -820,6 +879,8 @@ class SwitchModel:
         lo, hi = L.udp_port_min, L.udp_port_max
         i_tsi, i_exp = self._i_tsi, self._i_exp
         decide = self._decide_fast
+        omni = self._omni
+        i_next = self._i_next if omni else 0
         pk, by = self._pk, self._by
         deferred = []          # (index, frame, port, u, action, exp_out, mgid, op, base)
         for i, (frame, port) in enumerate(packets):
@@ -835,17 +896,18 @@ class SwitchModel:
             if ctx is None:
                 results[i] = []
                 continue
-            sc, slot, copy, word, mask, nw, mgid = ctx
+            sc, slot, copy, word, mask, nw, mgid, data = ctx
             vop: list = []
-            action, stat, exp_out, _ = decide(frame, sc, slot, copy, word, mask, nw, u[i_tsi], u[i_exp], vop)
+            action, stat, exp_out, _, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[i_tsi], u[i_exp],
+                                                       data, u[i_next] if omni else 0, vop)
             pk[stat] += 1
             by[stat] += len(frame)
-            deferred.append((i, frame, port, u, action, exp_out, mgid, vop[0] if vop else None))
+            deferred.append((i, frame, port, u, action, exp_out, mgid, vop[0] if vop else None, data, nxt_out))
         if deferred:
             carried = self._apply_values_batch(deferred)
-            for (i, frame, port, u, action, exp_out, mgid, _v), payload in zip(deferred, carried):
+            for (i, frame, port, u, action, exp_out, mgid, _v, data, nxt_out), payload in zip(deferred, carried):
                 results[i] = [] if action == ops.OUT_DROP else self._emit(frame, port, u, action, exp_out,
-                                                                         payload, mgid)
+                                                                         payload, mgid, data, nxt_out)
         return results
 
     _VCODE = {"write": 0, "add": 1, "read": 2, "nop": 3, "clear": 4}
@@ -862,7 +924,8 @@ class SwitchModel:
         codes = np.array([self._VCODE[v[0]] for _, v in todo], dtype=np.int8)
         bases = np.array([v[1] for _, v in todo], dtype=np.int64)
         off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
-        blob = b"".join([deferred[k][1][off:off + vlen] for k, _ in todo])
+        zero = bytes(vlen)
+        blob = b"".join([deferred[k][1][off:off + vlen] if deferred[k][8] else zero for k, _ in todo])
         pkt = np.frombuffer(blob, L.value_dtype).reshape(len(todo) * P_, E).astype(np.uint64)
         rows = (bases[:, None] + np.arange(P_)).reshape(-1)
         code = np.repeat(codes, P_)
@@ -890,12 +953,18 @@ class SwitchModel:
         out[order] = after
         out_be = out.astype(vals.dtype).astype(L.value_dtype).reshape(len(todo), P_ * E)
         for j, (k, v) in enumerate(todo):
-            if codes[j] in (1, 2, 4):                   # add, read, clear: the packet carries the register
+            if codes[j] in (1, 2, 4) or (codes[j] == 0 and not deferred[k][8]):
+                # add, read, clear: the packet carries the register; a write without data carries zeros
                 carried[k] = out_be[j].tobytes()
         return carried
 
-    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int):
-        """The result frames of one packet: msg_type, exponent, values set, UDP checksum 0, IPv4 checksum fixed."""
+    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int,
+              data: int = 1, nxt_out: int = 0):
+        """The result frames of one packet: msg_type, exponent, values set, UDP checksum 0, IPv4 checksum fixed.
+
+        OmniReduce results also carry flags = 1 and the slot's next offset; a
+        header-only packet that returns values grows by the data header.
+        """
         L = self.layout
         pack = L.struct.pack
         vals = list(u)
@@ -904,7 +973,19 @@ class SwitchModel:
         vals[self._i_udp_ck] = 0
         ck = self._i_ip_ck
         vals[ck] = 0
-        if payload is None:
+        if self._omni:
+            self._set_flags(vals, 1)
+            vals[self._i_next] = nxt_out
+            if not data and payload is not None:
+                grow = self._data_bytes
+                vals[self._i_total_len] = (vals[self._i_total_len] + grow) & 0xFFFF
+                vals[self._i_udp_len] = (vals[self._i_udp_len] + grow) & 0xFFFF
+                body = payload + bytes(frame[L.fixed_len:])
+            elif payload is None:
+                body = bytes(frame[L.fixed_len:])
+            else:
+                body = bytes(frame[L.fixed_len:L.values_offset]) + payload + bytes(frame[L.frame_len:])
+        elif payload is None:
             body = bytes(frame[L.fixed_len:])
         else:
             body = bytes(frame[L.fixed_len:L.values_offset]) + payload + bytes(frame[L.frame_len:])

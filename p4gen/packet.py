@@ -135,6 +135,13 @@ class Layout:
         self.native_dtype = np.dtype(f"u{self.value_width // 8}")
         self.udp_port_min = int(params["udp_port_min"])
         self.udp_port_max = int(params["udp_port_max"])
+        # OmniReduce: the data header follows agg only when agg.flags bit 0 is set (else the packet
+        # is header-only and carries just agg.next, the worker's next non-zero block offset)
+        self.omni = data.get("protocol", "switchml") == "omnireduce"
+        agg_fields = {f.name for f in self.headers["agg"].fields}
+        if self.omni and not {"flags", "next"} <= agg_fields:
+            raise PacketError("an omnireduce plan's agg header must hold 'flags' and 'next'")
+        self.data_bytes = self.frame_len - self.values_offset
         self._compile()
 
     # -- compiled struct over the fixed headers --------------------------
@@ -236,14 +243,27 @@ class Layout:
         if not self.udp_port_min <= port <= self.udp_port_max:
             raise ForeignPacket(f"UDP port {port} is outside "
                                 f"{self.udp_port_min}..{self.udp_port_max}")
-        if len(frame) < self.frame_len:
-            raise MalformedPacket(f"aggregation frame of {len(frame)} bytes is shorter than {self.frame_len}")
+        need = self.frame_len if self.has_data(frame) else self.fixed_len
+        if len(frame) < need:
+            raise MalformedPacket(f"aggregation frame of {len(frame)} bytes is shorter than {need}")
 
-    def decode(self, frame, result: bool = False) -> tuple[dict[str, dict[str, int]], np.ndarray]:
-        """Aggregation frame -> ({header: {field: int}}, values as a native uint array)."""
+    def has_data(self, frame) -> bool:
+        """Whether the data header follows agg (always for SwitchML; agg.flags bit 0 for OmniReduce)."""
+        if not self.omni:
+            return True
+        agg = self.headers["agg"]
+        if len(frame) < agg.offset + agg.nbytes:
+            raise MalformedPacket(f"frame of {len(frame)} bytes is too short for header 'agg'")
+        return bool(agg.decode(frame)["flags"] & 1)
+
+    def decode(self, frame, result: bool = False) -> tuple[dict[str, dict[str, int]], np.ndarray | None]:
+        """Aggregation frame -> ({header: {field: int}}, values as a native uint array).
+
+        The values are None for an OmniReduce header-only packet.
+        """
         self.classify(frame, result)
         hdrs = {n: self.headers[n].decode(frame) for n in FIXED_HEADERS}
-        return hdrs, self.values(frame)
+        return hdrs, (self.values(frame) if self.has_data(frame) else None)
 
     def values(self, frame) -> np.ndarray:
         if len(frame) < self.frame_len:
@@ -251,16 +271,24 @@ class Layout:
         return np.frombuffer(frame, self.value_dtype, self.elements, self.values_offset).astype(self.native_dtype)
 
     def encode(self, hdrs: Mapping[str, Mapping[str, int]], values, fix: bool = True) -> bytes:
-        """({header: {field: int}}, values) -> frame.  ``fix`` fills lengths and checksums."""
-        v = np.asarray(values)
-        if v.shape != (self.elements,) and v.size != self.elements:
-            raise PacketError(f"{v.size} values given; the plan carries {self.elements} per packet")
-        if np.issubdtype(v.dtype, np.signedinteger):
-            v = v.astype(np.int64) & ((1 << self.value_width) - 1)
-        payload = v.reshape(-1).astype(self.value_dtype).tobytes()
+        """({header: {field: int}}, values) -> frame.  ``fix`` fills lengths and checksums.
+
+        ``values=None`` encodes an OmniReduce header-only packet (no data header).
+        """
+        if values is None:
+            if not self.omni:
+                raise PacketError("only an omnireduce plan has header-only packets; values are required")
+            payload = b""
+        else:
+            v = np.asarray(values)
+            if v.shape != (self.elements,) and v.size != self.elements:
+                raise PacketError(f"{v.size} values given; the plan carries {self.elements} per packet")
+            if np.issubdtype(v.dtype, np.signedinteger):
+                v = v.astype(np.int64) & ((1 << self.value_width) - 1)
+            payload = v.reshape(-1).astype(self.value_dtype).tobytes()
         h = {n: dict(hdrs.get(n, {})) for n in FIXED_HEADERS}
         if fix:
-            ipl = self.frame_len - self.ipv4_offset
+            ipl = self.fixed_len + len(payload) - self.ipv4_offset
             h["ipv4"].setdefault("version", 4)
             h["ipv4"].setdefault("ihl", 5)
             h["ipv4"].setdefault("ttl", 64)
@@ -326,17 +354,30 @@ def endpoint(mac_addr, ip_addr, port: int) -> Endpoint:
 
 
 def contribution_frame(layout: Layout, src: Endpoint, dst: Endpoint, *, job: int, tsi: int,
-                       pool_index: int, exponent: int, values: Iterable[int] | np.ndarray,
-                       msg_type: int | None = None) -> bytes:
-    """A worker's contribution (msg_type 0): values are wire integers (signed values wrap)."""
+                       pool_index: int, exponent: int, values: Iterable[int] | np.ndarray | None,
+                       msg_type: int | None = None, next: int | None = None) -> bytes:
+    """A worker's contribution (msg_type 0): values are wire integers (signed values wrap).
+
+    OmniReduce plans: ``next`` is the worker's next non-zero block offset
+    (required), and ``values=None`` makes a header-only packet (agg.flags 0);
+    with values, agg.flags is 1 and the data header follows.
+    """
     mt = layout.params["msg_contribution"] if msg_type is None else msg_type
+    agg = {"msg_type": mt, "job": job, "exponent": exponent, "tsi": tsi, "pool_index": pool_index}
+    if layout.omni:
+        if next is None:
+            raise PacketError("an omnireduce contribution needs next= (the next non-zero block offset)")
+        agg["next"] = next
+        agg["flags"] = 0 if values is None else 1
+    elif next is not None:
+        raise PacketError("next= exists only in omnireduce plans")
     hdrs = {
         "ethernet": {"dst_addr": dst.mac, "src_addr": src.mac},
         "ipv4": {"src_addr": src.ip, "dst_addr": dst.ip},
         "udp": {"src_port": src.port, "dst_port": dst.port},
-        "agg": {"msg_type": mt, "job": job, "exponent": exponent, "tsi": tsi, "pool_index": pool_index},
+        "agg": agg,
     }
-    return layout.encode(hdrs, np.asarray(values))
+    return layout.encode(hdrs, None if values is None else np.asarray(values))
 
 
 @dataclass(frozen=True)
@@ -345,8 +386,13 @@ class Result:
     tsi: int
     pool_index: int
     exponent: int
-    values: np.ndarray           # native unsigned wire values (wrap-around sums)
+    values: np.ndarray | None    # native unsigned wire values (wrap-around sums); None: header-only (OmniReduce)
     headers: dict[str, dict[str, int]]
+
+    @property
+    def next(self) -> int | None:
+        """OmniReduce: the next non-zero block offset (None in SwitchML plans)."""
+        return self.headers["agg"].get("next")
 
 
 def parse_result(layout: Layout, frame) -> Result:
