@@ -1,15 +1,20 @@
 """Software data plane: the switch model behind AF_PACKET raw sockets.
 
     python -m p4gen.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
-        [--config control.json] [--stats stats.json] [--stats-interval 1]
+        [--config control.json] [--stats stats.json] [--stats-interval 1] \\
+        [--p4runtime HOST:PORT]
 
 Every ``--port N=IFNAME`` binds a raw socket on ``IFNAME`` that acts as
 switch port ``N``.  Frames received there go through
 :meth:`p4gen.model.SwitchModel.process`; the frames it returns are sent on
 the sockets of their egress ports.  The control-plane state (workers,
 multicast groups, l2 entries, result_dst) comes from a JSON file in the
-format of :meth:`SwitchModel.load_config`, until a P4Runtime server
-replaces it; ``SIGHUP`` reloads the file into a fresh model state.
+format of :meth:`SwitchModel.load_config`; ``SIGHUP`` reloads the file
+into a fresh model state.  With ``--p4runtime HOST:PORT`` a P4Runtime
+server (:func:`p4gen.p4rt_server.serve`) programs the same model instead:
+the forwarding loop and the server share one lock (held around every
+``process_batch`` and counter read), and ``SIGHUP`` reloads are refused,
+because a fresh model would no longer be the one the server writes.
 
 Counters: the ``stats`` counter of the plan plus per-port rx/tx frames are
 written as JSON to ``--stats`` (atomically, every ``--stats-interval``
@@ -26,6 +31,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,10 +63,13 @@ def parse_port(spec: str) -> tuple[int, str]:
 class DataPlane:
     """Raw sockets on named interfaces, one per switch port, driving one SwitchModel."""
 
-    def __init__(self, model: SwitchModel, ports: dict[int, str]):
+    def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None):
         if not ports:
             raise DataPlaneError("at least one --port is needed")
         self.model = model
+        # held around every model access, so a control plane in another thread (the P4Runtime
+        # server) never interleaves with a packet
+        self.lock = lock if lock is not None else threading.RLock()
         self.ports = dict(ports)
         self.socks: dict[int, socket.socket] = {}
         self.by_fd: dict[int, int] = {}
@@ -133,15 +142,19 @@ class DataPlane:
                 else:
                     more.append((fd, _ev))
             handled += len(burst)
-            for outs in self.model.process_batch(burst):
+            with self.lock:
+                results = self.model.process_batch(burst)
+            for outs in results:
                 for eport, out in outs:
                     self._send(eport, out)
             ready = more
         return handled
 
     def counters(self) -> dict[str, Any]:
+        with self.lock:
+            stats = self.model.counter_read()
         return {"time": time.time(),
-                "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in self.model.counter_read().items()},
+                "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in stats.items()},
                 "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p]}
                           for p in self.ports},
                 "tx_errors": self.tx_errors}
@@ -176,6 +189,14 @@ def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
     os.replace(tmp, p)
 
 
+def parse_addr(spec: str) -> str:
+    """HOST:PORT for the P4Runtime server (checked here, so a typo is a one-line error)."""
+    host, sep, port = spec.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise DataPlaneError(f"--p4runtime {spec!r} must look like HOST:PORT")
+    return spec
+
+
 def _build_model(plan_dir: str, config: str | None) -> SwitchModel:
     model = SwitchModel(Plan.load(plan_dir))
     if config:
@@ -191,14 +212,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", help="control-plane JSON (tables, groups)")
     ap.add_argument("--stats", help="write counters as JSON here")
     ap.add_argument("--stats-interval", type=float, default=1.0)
+    ap.add_argument("--p4runtime", metavar="HOST:PORT",
+                    help="serve P4Runtime for this switch on HOST:PORT (the control plane then comes from it)")
     args = ap.parse_args(argv)
+    server = None
+    lock = threading.RLock()
     try:
         ports = dict(parse_port(p) for p in args.port)
+        addr = parse_addr(args.p4runtime) if args.p4runtime else None
         model = _build_model(args.plan, args.config)
-        dp = DataPlane(model, ports)
+        dp = DataPlane(model, ports, lock=lock)
     except P4genError as exc:
         print(f"p4gen.dataplane: {exc}", file=sys.stderr)
         return 2
+    if addr is not None:
+        from . import p4rt_server            # grpc and p4runtime only when asked for
+
+        try:
+            server = p4rt_server.serve(model, addr, lock=lock)
+        except P4genError as exc:
+            dp.close()
+            print(f"p4gen.dataplane: {exc}", file=sys.stderr)
+            return 2
+        print(f"p4gen.dataplane: P4Runtime server listening on {server.addr}", file=sys.stderr, flush=True)
     hup = {"pending": False}
 
     def on_hup(*_a):
@@ -208,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
         if not hup["pending"]:
             return False
         hup["pending"] = False
+        if server is not None:
+            print("p4gen.dataplane: SIGHUP ignored: the P4Runtime server owns the control plane",
+                  file=sys.stderr, flush=True)
+            return False
         try:
             fresh = _build_model(args.plan, args.config)
         except P4genError as exc:
@@ -221,7 +261,11 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, on_hup)
     print(f"p4gen.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
           file=sys.stderr, flush=True)
-    dp.run(args.stats, args.stats_interval, reload)
+    try:
+        dp.run(args.stats, args.stats_interval, reload)
+    finally:
+        if server is not None:
+            server.stop()
     return 0
 
 

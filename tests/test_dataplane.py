@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from p4gen import codec
-from p4gen.dataplane import DataPlaneError, main as dp_main, parse_port
+from p4gen.build import build
+from p4gen.dataplane import DataPlaneError, main as dp_main, parse_addr, parse_port
 from p4gen.model import WorkerAddr, job_config
 from p4gen.packet import ip, mac
 from p4gen.planner import make_plan
@@ -31,6 +32,18 @@ def test_port_option_is_checked():
     for bad in ("veth", "x=veth", "600=veth", "3="):
         with pytest.raises(DataPlaneError):
             parse_port(bad)
+
+
+def test_p4runtime_option_is_checked(tmp_path, capsys):
+    assert parse_addr("127.0.0.1:9559") == "127.0.0.1:9559"
+    for bad in ("127.0.0.1", ":9559", "host:x", "host:70000"):
+        with pytest.raises(DataPlaneError):
+            parse_addr(bad)
+    plan = make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0", "--p4runtime", "nowhere"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "--p4runtime 'nowhere'" in err and "\n" not in err
 
 
 def test_bad_interface_is_a_one_line_error(tmp_path, capsys):
@@ -59,6 +72,7 @@ def netns():
     try:
         _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
         _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", check=False)
+        _sh("ip", "-n", ns, "link", "set", "lo", "up")
         for i in range(3):
             _sh("ip", "-n", ns, "link", "add", f"w{i}", "type", "veth", "peer", "name", f"s{i}")
             _sh("ip", "-n", ns, "link", "set", f"w{i}", "up")
@@ -110,3 +124,60 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
     final = json.loads(stats.read_text())
     assert final["stats"]["multicast"]["packets"] >= 5
     assert final["ports"]["1"]["rx"] > 0 and final["ports"]["2"]["tx"] > 0
+
+
+def _wait_for(path, proc, what):
+    for _ in range(200):
+        if path.exists():
+            return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"{what}: " + (proc.stderr.read() if proc.poll() is not None else "timed out"))
+
+
+def test_p4runtime_programs_the_dataplane(netns, tmp_path):
+    """--p4runtime: the controller pushes the program and sets up a job over gRPC; 3 workers all-reduce."""
+    out = tmp_path / "build"
+    build(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"), out, use_cache=False)
+    job = tmp_path / "job.toml"
+    lines = ["job = 1", "mgid = 3", "slot_base = 0", "slot_count = 4", 'switch_mac = "02:00:00:00:00:fe"']
+    for i in range(3):
+        lines += ["[[workers]]", f"id = {i}", f"port = {i + 1}", f'mac = "02:00:00:00:01:0{i}"',
+                  f'ip = "10.0.1.{i + 1}"', f"udp_port = {41000 + i}"]
+    job.write_text("\n".join(lines) + "\n")
+    stats = tmp_path / "stats.json"
+    addr = "127.0.0.1:9559"
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.dataplane",
+                           "--plan", str(out), "--p4runtime", addr, "--stats", str(stats),
+                           "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(stats, dp, "data plane did not start")
+        ctl = ["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.controller", "ctl"]
+        push = _sh(*ctl, "push", str(out), "--addr", addr, check=False)
+        assert push.returncode == 0, push.stderr
+        setup = _sh(*ctl, "setup", str(out), str(job), "--addr", addr, check=False)
+        assert setup.returncode == 0 and "job 1: 3 workers" in setup.stdout, setup.stderr
+        dp.send_signal(signal.SIGHUP)                # refused while the server owns the control plane
+        args = [f"w{i},02:00:00:00:01:0{i},10.0.1.{i + 1},{41000 + i}" for i in range(3)]
+        drv = _sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
+                  str(out / "plan.json"), "int", *args)
+        res = json.loads(drv.stdout)
+        assert all(res["done"]), res
+        exact = np.array(res["expected"]).astype(np.int64).tolist()
+        assert all(r == exact for r in res["results"])
+        cnt = _sh(*ctl, "counters", str(out), "--addr", addr, check=False)
+        assert cnt.returncode == 0, cnt.stderr
+        multicast = next(ln for ln in cnt.stdout.splitlines() if ln.startswith("multicast"))
+        assert int(multicast.split("packets=")[1].split()[0]) >= 5
+    finally:
+        dp.send_signal(signal.SIGTERM)
+        try:
+            rc = dp.wait(10)
+        except subprocess.TimeoutExpired:
+            dp.kill()
+            rc = dp.wait()
+    err = dp.stderr.read()
+    assert rc == 0, err
+    assert "P4Runtime server listening on 127.0.0.1:9559" in err and "SIGHUP ignored" in err
