@@ -1,7 +1,8 @@
 """Run one all-reduce on a built network and measure it.
 
 :func:`run_switchml` starts one worker emulator (:mod:`p4gen.testbed.agent`)
-per host, releases them together, optionally injects a fault, and checks
+per host (SwitchML, or OmniReduce with ``protocol="omnireduce"``: block-sparse
+tensors of the given ``density`` and a check with one exponent per stream), releases them together, optionally injects a fault, and checks
 every worker's result against the exact sum.  :func:`run_gloo` does the
 same with ``torch.distributed`` (Gloo backend, ring all-reduce) on the same
 hosts and links.  Both return a :class:`RunResult`; a job that cannot
@@ -55,6 +56,7 @@ class RunResult:
     fault_outcome: str | None = None
     per_worker: list = field(default_factory=list)
     frames_on_links: int = 0  # frames the hosts' interfaces sent (all traffic)
+    union_density: float = 1.0  # OmniReduce: fraction of blocks that some worker holds (rounds with data)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -185,11 +187,25 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         raise JobError(msg)
     c1 = net.host_counters()
     total, xs = tensors.expected(n, size, dtype, seed, density, layout.elements)
-    checks = [tensors.check_switchml(np.load(net.workdir / f"result-{r}.npy"), xs, total, layout.elements,
-                                     layout.value_width) for r in range(n)]
+    k = layout.elements
+    blocks = -(-size // k)
+    if protocol == "omnireduce":
+        streams = min(win, blocks)
+        checks = [tensors.check_omnireduce(np.load(net.workdir / f"result-{r}.npy"), xs, total, k, streams,
+                                           layout.value_width) for r in range(n)]
+        # a block has a round (and a full result frame on every downlink) iff some worker holds it
+        held = np.zeros(blocks, dtype=bool)
+        for x in xs:
+            held |= np.pad(x, (0, blocks * k - size)).reshape(blocks, k).any(axis=1)
+        union = float(held.mean())
+    else:
+        checks = [tensors.check_switchml(np.load(net.workdir / f"result-{r}.npy"), xs, total, k,
+                                         layout.value_width) for r in range(n)]
+        union = 1.0
     t = max(ev["time"] for ev in done.values())
     bits = size * 4 * 8
-    bound = bits / (mbit * 1e6)
+    # link-rate bound: the tensor once over a link; OmniReduce: only the blocks some worker holds
+    bound = union * bits / (mbit * 1e6)
     pkt = sum(ev["sent"] for ev in done.values())
     frames_tx = sum(c1[h][0] - c0[h][0] for h in c1)
     bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
@@ -200,6 +216,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
                     (outcome + "; the job recovered") if outcome else None,
                     [{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())])
     res.frames_on_links = frames_tx
+    res.union_density = union
     return res
 
 

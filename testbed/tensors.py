@@ -93,6 +93,42 @@ def check_switchml(result: np.ndarray, xs: list[np.ndarray], total: np.ndarray, 
     return Check(float(err.max()), float(bound.max()), bool(np.all(err <= bound)), exact)
 
 
+def check_omnireduce(result: np.ndarray, xs: list[np.ndarray], total: np.ndarray, k: int, streams: int,
+                     value_width: int = 32) -> Check:
+    """Check an OmniReduce result (``p4gen.omni_worker``): exact integer sums, zeros where every worker
+    had zeros.
+
+    Float mode: block ``b`` belongs to stream ``b mod streams`` and every block of a stream is
+    quantised with one exponent, the maximum over the workers' non-zero blocks of that stream
+    (agreed in the stream's discovery round).  So the result must equal the dequantised sum of
+    the quantised inputs bit for bit and lie within ``codec.error_bound`` of that exponent.
+    Int mode: the wrap-around sum, exactly (as :func:`check_switchml`).
+    """
+    if not np.issubdtype(xs[0].dtype, np.floating):
+        return check_switchml(result, xs, total, k, value_width)
+    n = len(xs)
+    size = total.size
+    blocks = -(-size // k)
+    pad = blocks * k - size
+    emax = np.full(blocks, codec.EXPONENT_MIN, dtype=np.int64)
+    for x in xs:
+        emax = np.maximum(emax, codec.exponent_of(np.pad(x, (0, pad)).reshape(blocks, k), axis=1))
+    per_stream = np.array([emax[j::streams].max() for j in range(streams)])
+    e = per_stream[np.arange(blocks) % streams]
+    qsum = np.zeros((blocks, k), dtype=np.int64)
+    for x in xs:
+        qsum += codec.quantize(np.pad(x, (0, pad)).reshape(blocks, k), e[:, None], n, value_width)
+    want = codec.dequantize(qsum, e[:, None], n, value_width).astype(np.float32).reshape(-1)[:size]
+    res = np.asarray(result, dtype=np.float32).reshape(-1)
+    exact = bool(np.array_equal(res, want))
+    bound = np.repeat(codec.error_bound(e, n, value_width), k)[:size]
+    bound = bound + np.spacing(np.abs(total).astype(np.float32)).astype(np.float64)
+    err = np.abs(res.astype(np.float64) - total)
+    zero = np.repeat(~np.any([np.pad(x, (0, pad)).reshape(blocks, k).any(axis=1) for x in xs], axis=0), k)[:size]
+    exact = exact and not res[zero].any()
+    return Check(float(err.max()), float(bound.max()), bool(np.all(err <= bound)), exact)
+
+
 def check_float(result: np.ndarray, total: np.ndarray, rtol: float = 1e-5) -> Check:
     """A float all-reduce without a stated bound (Gloo): max abs error, and closeness to the sum."""
     res = np.asarray(result, dtype=np.float64).reshape(-1)
