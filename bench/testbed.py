@@ -1,14 +1,22 @@
-"""SwitchML vs Gloo ring all-reduce on bandwidth-limited emulated links (and OmniReduce when it runs).
+"""SwitchML vs Gloo ring all-reduce on bandwidth-limited emulated links, and OmniReduce vs dense SwitchML.
 
     sudo /tmp/venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 5] [--png out.png]
+    sudo /tmp/venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
 
 For each worker count: SwitchML time through the software data plane and
 Gloo (torch.distributed, ring all-reduce) time on the same star topology,
 links and tensor; their ratio against the ideal 2(n-1)/n; SwitchML goodput
 as a fraction of the link-rate bound (size / link rate).  Then the 4-worker
-16 MiB exact-sum row.  With --omnireduce (needs a data plane that runs the
-omnireduce plan), OmniReduce at block densities 1.0 .. 0.01 against dense
-SwitchML for 4 and 8 workers.  Link rates are kept low because the Python
+16 MiB exact-sum row.  With --omnireduce: for 4 and 8 workers and block
+densities 1.0 .. 0.01 (each worker's blocks non-zero independently with that
+probability), OmniReduce and dense SwitchML all-reduce the *same* tensors on
+the same star links, one after the other; the table gives both times, the
+speed-up, bytes each worker sent, the fraction of blocks some worker holds
+(``union``) and the ideal speed-up.  Ideal: every downlink carries one
+full-size result per block in SwitchML, and in OmniReduce one per held block
+plus one per stream for the discovery round, so the ideal speed-up is
+``blocks / (union * blocks + streams)``; uplinks carry less (header-only
+frames for blocks the worker lacks).  Link rates are kept low because the Python
 data plane and emulators share two CPU cores: the point is to measure the
 protocols, not the interpreter.
 """
@@ -20,6 +28,8 @@ import json
 import sys
 from pathlib import Path
 
+from p4gen.packet import Layout
+from p4gen.plan import Plan
 from p4gen.testbed import harness
 from p4gen.testbed.cli import _plan_for, header, parse_size, row
 from p4gen.testbed.net import Network
@@ -36,7 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
     ap.add_argument("--big", default="16MiB", help="the 4-worker exact-sum row ('' to skip)")
     ap.add_argument("--big-bw", type=float, default=20.0)
-    ap.add_argument("--omnireduce", action="store_true")
+    ap.add_argument("--omnireduce", action="store_true", help="run the OmniReduce density sweep")
+    ap.add_argument("--omni-workers", default="4,8")
+    ap.add_argument("--omni-size", default="8MiB")
+    ap.add_argument("--omni-bw", type=float, default=10.0, help="Mbit/s per link for the sweep")
+    ap.add_argument("--densities", default=",".join(map(str, DENSITIES)))
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
     ap.add_argument("--plans", default="/tmp/p4g-plans")
@@ -45,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = _plan_for("switchml", 32, Path(a.plans))
     rows, summary = [], []
     print(header())
-    for n in [int(x) for x in a.workers.split(",")]:
+    for n in [int(x) for x in a.workers.split(",") if x]:
         with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=plan) as net:
             sml = harness.run_switchml(net, size=size)
             print(row(sml), flush=True)
@@ -62,25 +76,19 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(big)
     omni = []
     if a.omnireduce:
-        oplan = _plan_for("omnireduce", 32, Path(a.plans))
-        for n in (4, 8):
-            with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=oplan) as net:
-                dense = [r for r in rows if r.protocol == "switchml" and r.workers == n and r.size == size]
-                for d in DENSITIES:
-                    r = harness.run_switchml(net, size=size, density=d, protocol="omnireduce")
-                    print(row(r), flush=True)
-                    rows.append(r)
-                    if dense:
-                        omni.append({"workers": n, "density": d, "omni_s": r.time, "speedup": dense[0].time / r.time,
-                                     "bytes_per_worker": r.bytes_per_worker, "ideal_speedup": 1 / d})
-    print()
-    print(" n  switchml s  gloo s  ratio  ideal  SwitchML %bound")
+        omni, orows = sweep(a)
+        rows += orows
+    if summary:
+        print()
+        print(" n  switchml s  gloo s  ratio  ideal  SwitchML %bound")
     for s in summary:
         print(f"{s['workers']:>2}  {s['switchml_s']:>10.2f}  {s['gloo_s']:>6.2f}  {s['ratio']:>5.2f}  "
               f"{s['ideal_ratio']:>5.2f}  {s['switchml_pct_of_bound']:>14.1f}")
-    for o in omni:
-        print(f"omnireduce n={o['workers']} density={o['density']}: {o['omni_s']:.2f} s, {o['speedup']:.1f}x dense "
-              f"(ideal {o['ideal_speedup']:.0f}x), {o['bytes_per_worker'] / 1e6:.2f} MB sent per worker")
+    if omni:
+        print()
+        print(OMNI_HEAD)
+        for o in omni:
+            print(omni_line(o))
     Path(a.json).write_text(json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni},
                                        indent=2) + "\n")
     try:
@@ -91,27 +99,88 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(f"matplotlib is not installed; no plot (results in {a.json})")
         return 0
-    fig, ax = plt.subplots(1, 2 if omni else 1, figsize=(10 if omni else 5, 4), squeeze=False)
-    ns = [s["workers"] for s in summary]
-    ax[0][0].plot(ns, [s["switchml_s"] for s in summary], "o-", label="SwitchML (soft switch)")
-    ax[0][0].plot(ns, [s["gloo_s"] for s in summary], "s-", label="Gloo ring")
-    ax[0][0].plot(ns, [size * 32 / (a.bw * 1e6)] * len(ns), "k--", label="SwitchML bound")
-    ax[0][0].set_xlabel("workers")
-    ax[0][0].set_ylabel("all-reduce time (s)")
-    ax[0][0].set_title(f"{a.size} float32, {a.bw:g} Mbit/s links")
-    ax[0][0].legend()
+    panels = (1 if summary else 0) + (2 if omni else 0)
+    if not panels:
+        return 0
+    fig, axs = plt.subplots(1, panels, figsize=(5 * panels, 4), squeeze=False)
+    axs = list(axs[0])
+    if summary:
+        ax = axs.pop(0)
+        ns = [s["workers"] for s in summary]
+        ax.plot(ns, [s["switchml_s"] for s in summary], "o-", label="SwitchML (soft switch)")
+        ax.plot(ns, [s["gloo_s"] for s in summary], "s-", label="Gloo ring")
+        ax.plot(ns, [size * 32 / (a.bw * 1e6)] * len(ns), "k--", label="SwitchML bound")
+        ax.set_xlabel("workers")
+        ax.set_ylabel("all-reduce time (s)")
+        ax.set_title(f"{a.size} float32, {a.bw:g} Mbit/s links")
+        ax.legend()
     if omni:
-        for n in (4, 8):
-            pts = [o for o in omni if o["workers"] == n]
-            ax[0][1].loglog([o["density"] for o in pts], [o["speedup"] for o in pts], "o-", label=f"{n} workers")
-        ax[0][1].loglog(DENSITIES, [1 / d for d in DENSITIES], "k--", label="ideal 1/density")
-        ax[0][1].set_xlabel("block density")
-        ax[0][1].set_ylabel("speed-up over dense SwitchML")
-        ax[0][1].legend()
+        plot_sweep(axs[0], axs[1], omni, a)
     fig.tight_layout()
     fig.savefig(a.png, dpi=120)
     print(f"wrote {a.png} and {a.json}")
     return 0
+
+
+OMNI_HEAD = (" n  density  union  switchml s  omni s  speed-up  ideal  1/density  "
+             "MB/worker sml  MB/worker omni  retx  exact")
+
+
+def omni_line(o: dict) -> str:
+    return (f"{o['workers']:>2}  {o['density']:>7g}  {o['union']:>5.3f}  {o['switchml_s']:>10.2f}  {o['omni_s']:>6.2f}  "
+            f"{o['speedup']:>8.1f}  {o['ideal_speedup']:>5.1f}  {1 / o['density']:>9.0f}  "
+            f"{o['switchml_bytes_per_worker'] / 1e6:>13.2f}  {o['bytes_per_worker'] / 1e6:>14.3f}  "
+            f"{o['retransmissions']:>4}  {'yes' if o['exact'] else 'NO'}")
+
+
+def sweep(a) -> tuple[list[dict], list]:
+    """OmniReduce vs dense SwitchML on the same tensors and links, per worker count and density."""
+    size = parse_size(a.omni_size)
+    densities = [float(x) for x in a.densities.split(",")]
+    splan = _plan_for("switchml", 32, Path(a.plans))
+    oplan = _plan_for("omnireduce", 32, Path(a.plans))
+    out, rows = [], []
+    for n in [int(x) for x in a.omni_workers.split(",")]:
+        for d in densities:
+            # one network per protocol (the switch runs one program); same topology, links and tensors
+            with Network(star(n, a.omni_bw), switch=SoftSwitch, plan_dir=splan) as net:
+                sml = harness.run_switchml(net, size=size, density=d)
+            print(row(sml), flush=True)
+            with Network(star(n, a.omni_bw), switch=SoftSwitch, plan_dir=oplan) as net:
+                om = harness.run_switchml(net, size=size, density=d, protocol="omnireduce")
+            print(row(om), flush=True)
+            rows += [sml, om]
+            k = Layout(Plan.load(oplan)).elements
+            blocks = -(-size // k)
+            streams = min(64, blocks)
+            o = {"workers": n, "density": d, "union": om.union_density, "switchml_s": sml.time, "omni_s": om.time,
+                 "speedup": sml.time / om.time,
+                 "ideal_speedup": blocks / (round(om.union_density * blocks) + streams),
+                 "bytes_per_worker": om.bytes_per_worker, "switchml_bytes_per_worker": sml.bytes_per_worker,
+                 "retransmissions": om.retransmissions, "exact": om.exact and om.correct and sml.correct,
+                 "omni_pct_of_bound": om.pct_of_bound, "switchml_pct_of_bound": sml.pct_of_bound}
+            print(omni_line(o), flush=True)
+            out.append(o)
+    return out, rows
+
+
+def plot_sweep(ax_t, ax_s, omni: list[dict], a) -> None:
+    for n in sorted({o["workers"] for o in omni}):
+        pts = sorted((o for o in omni if o["workers"] == n), key=lambda o: o["density"])
+        ds = [o["density"] for o in pts]
+        ax_t.loglog(ds, [o["omni_s"] for o in pts], "o-", label=f"OmniReduce, {n} workers")
+        ax_t.loglog(ds, [o["switchml_s"] for o in pts], "s--", label=f"dense SwitchML, {n} workers")
+        ax_s.loglog(ds, [o["speedup"] for o in pts], "o-", label=f"measured, {n} workers")
+        ax_s.loglog(ds, [o["ideal_speedup"] for o in pts], ":", label=f"ideal (held blocks), {n} workers")
+    ds = sorted({o["density"] for o in omni})
+    ax_s.loglog(ds, [1 / d for d in ds], "k--", label="1/density")
+    ax_t.set_xlabel("block density per worker")
+    ax_t.set_ylabel("all-reduce time (s)")
+    ax_t.set_title(f"{a.omni_size} float32, {a.omni_bw:g} Mbit/s links")
+    ax_t.legend(fontsize=7)
+    ax_s.set_xlabel("block density per worker")
+    ax_s.set_ylabel("speed-up over dense SwitchML")
+    ax_s.legend(fontsize=7)
 
 
 if __name__ == "__main__":
