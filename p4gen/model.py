@@ -163,6 +163,9 @@ def _mn_nop(stored, nxt):
     return stored, nxt
 
 
+# batches at least this long take the vectorised path (numpy's per-call cost dominates below)
+VEC_MIN_BATCH = 8
+
 FAST_KERNELS: dict[str, dict[str, Callable]] = {
     "chunk": {"advance": _chunk_advance},
     "bitmap": {"set_clear": _bm_set_clear, "set": _bm_set, "reset_set": _bm_reset_set, "nop": _bm_nop},
@@ -254,6 +257,7 @@ class SwitchModel:
         if not self._omni and any("data" in st["keys"] for st in table["steps"] + [table["outcome"]]):
             raise ModelError("the decision table observes 'data', which only an omnireduce plan's parser provides")
         self._compile_fast()
+        self._init_vec()
 
     # ------------------------------------------------------------------ registers
     def _init_registers(self, regs: list[dict[str, Any]]) -> None:
@@ -453,6 +457,7 @@ class SwitchModel:
             for key, (action, val) in t.entries.items():
                 fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
             self._workers = fast
+            self._vec_workers_sync()
         elif table == "l2_forward":
             self._l2 = {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
                         for key, (action, val) in t.entries.items()}
@@ -872,6 +877,8 @@ class SwitchModel:
         L = self.layout
         if not self.fast:
             return [self.process(f, p) for f, p in packets]
+        if len(packets) >= VEC_MIN_BATCH and self._vec and self._vw is not False:
+            return self._process_batch_vec(packets)
         results: list = [None] * len(packets)
         fixed_len, unpack = L.fixed_len, L.struct.unpack_from
         ihl_i, ihl_s, ihl_m = self._ihl
@@ -957,6 +964,580 @@ class SwitchModel:
                 # add, read, clear: the packet carries the register; a write without data carries zeros
                 carried[k] = out_be[j].tobytes()
         return carried
+
+    # -- vectorised batches ---------------------------------------------------------
+    _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+    def _init_vec(self) -> None:
+        """Precompute what :meth:`_process_batch_vec` needs: record dtypes, field views, the decision loop.
+
+        ``self._vec`` stays False when the plan's layout has something the
+        vector path does not handle (then batches run frame by frame).
+        """
+        L = self.layout
+        self._vec = False
+        self._rec_cache: dict[int, np.dtype] = {}
+        units, off = [], 0
+        fmt = L.struct.format.lstrip(">")
+        codes = []
+        k = 0
+        while k < len(fmt):                     # struct codes, e.g. "6s6sHBBHHHBBHII..."
+            j = k
+            while fmt[j].isdigit():
+                j += 1
+            codes.append(fmt[k:j + 1])
+            k = j + 1
+        for code, size in zip(codes, L.unit_sizes):
+            units.append((off, {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8"}.get(code, f"V{size}")))
+            off += size
+        self._units = units
+        key_subs = self._wkey_sub
+        if any(s.raw for s in key_subs):
+            return
+        # the decision loop over ints: observation codes must be dense 0..r-1
+        for name in self._yields:
+            if sorted(dmod.CODES[name].values()) != list(range(len(dmod.OBSERVATIONS[name]))):
+                return
+        self._vec_loop = self._make_loop()
+        self._vec_workers_sync()
+        self._vec = True
+
+    def _rec(self, length: int) -> np.dtype:
+        """Structured dtype of one frame of ``length`` bytes: field ``u{i}`` is struct unit i."""
+        dt = self._rec_cache.get(length)
+        if dt is None:
+            dt = np.dtype({"names": [f"u{i}" for i in range(len(self._units))],
+                           "formats": [f for _, f in self._units],
+                           "offsets": [o for o, _ in self._units], "itemsize": length})
+            self._rec_cache[length] = dt
+        return dt
+
+    def _vec_workers_sync(self) -> None:
+        """The workers table as sorted key hashes and per-entry parameter columns."""
+        order = self._wkey_order
+        keys, params = [], []
+        for key, val in self._workers.items():
+            keys.append(key)
+            params.append(val)
+        if not keys:
+            self._vw = None
+            return
+        kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), len(order))
+        h = np.zeros(len(keys), dtype=np.uint64)
+        for c in range(kcols.shape[1]):
+            h = h * self._HASH_MUL + kcols[:, c]
+        srt = np.argsort(h, kind="stable")
+        hs = h[srt]
+        if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
+            self._vw = False
+            return
+        known = np.array([p is not None for p in params], dtype=bool)[srt]
+        pv = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)[srt]
+        self._vw = (hs, kcols[srt], known, pv)
+
+    def _make_loop(self):
+        """The decision of a batch as one generated loop over int lists.
+
+        The plan's decision table is expanded per observation code into lists
+        indexed by one mixed-radix int ``o`` (so per packet and step one list
+        read picks the operation); the operations are inlined from the
+        FAST_KERNELS semantics, with a branch only for the ops the table uses
+        in that step.  Returns ``loop(sc, slot, copy, word, mask, n, tsi,
+        exp, data, nxt) -> (final observation codes, exponents out, next offsets out)``;
+        the outcome and the values op follow from the final code by table
+        look-ups (numpy) in :meth:`_process_batch_vec`.
+        """
+        C = ops
+        env: dict[str, Any] = {}
+        roles = [r for r, _ in self._chain]
+        src = ["def loop(sc_l, slot_l, copy_l, word_l, mask_l, n_l, tsi_l, exp_l, data_l, nxt_l):",
+               "    O = []; E = []; N = []",
+               "    aO = O.append; aE = E.append; aN = N.append",
+               "    for sc, slot, copy, word, mask, n, tsi, exp, data, nxt in zip(sc_l, slot_l, copy_l, word_l, "
+               "mask_l, n_l, tsi_l, exp_l, data_l, nxt_l):",
+               "        o = data" if self._omni else "        o = 0"]
+        if "exponent" not in roles:
+            src.append("        e_out = exp")
+        if "minnext" not in roles:
+            src.append("        n_out = nxt")
+        prior = ["data"] if self._omni else []
+        radix = {name: len(dmod.OBSERVATIONS[name]) for name in dmod.OBSERVATIONS}
+
+        def size() -> int:
+            s = 1
+            for name in prior:
+                s *= radix[name]
+            return s
+
+        def table(lut, pick):
+            out = [None] * size()
+            for codes, v in lut.items():
+                o = 0
+                for name, c in zip(prior, codes):
+                    o = o * radix[name] + c
+                out[o] = pick(v)
+            return out
+
+        def branches(K, used, bodies, ind="        "):
+            """if/elif over the ops this step uses (op names -> lines); one op needs no test."""
+            used = sorted(used)
+            if len(used) == 1:
+                return [ind + line for line in bodies[used[0]]]
+            codes = {name: i for i, name in enumerate(used)}
+            env[K] = [codes[x] for x in env[K]]
+            lines = [f"{ind}op = {K}[o]"]
+            for i, name in enumerate(used):
+                lines.append(f"{ind}{'if' if i == 0 else 'elif'} op == {i}:")
+                lines += [ind + "    " + line for line in bodies[name]]
+            return lines
+
+        self._vec_values_div = None
+        for si, (role, lut) in enumerate(self._chain):
+            K = f"K{si}"
+            names = table(lut, lambda kv: kv[1])
+            used = set(names)
+            if role == "values":
+                env["VOP"] = np.array([self._VCODE[x] for x in names], dtype=np.int8)
+                self._vec_values_at = len(prior)
+                continue
+            env[K] = names
+            if role == "chunk":
+                env["chunk"] = self._chunk
+                src += ["        s = chunk[sc]"]
+                src += branches(K, used, {"advance": [
+                    "if tsi > s:", f"    chunk[sc] = tsi; y = {C.CMP_GT}",
+                    f"else:", f"    y = {C.CMP_EQ} if tsi == s else {C.CMP_LT}"]})
+            elif role == "counter":
+                env["cnt"], env["cfull"] = self._counter, self._counter_full
+                src += ["        c = cnt[sc]"]
+                src += branches(K, used, {
+                    "inc_mod": ["inc = (c + 1) & cfull",
+                                "if inc == n:", "    cnt[sc] = 0",
+                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_LAST}",
+                                "else:", "    cnt[sc] = inc",
+                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_MID}"],
+                    "probe_zero": [f"y = {C.COUNT_COMPLETE} if c == 0 else {C.COUNT_INCOMPLETE}"],
+                    "reset_one": ["cnt[sc] = 1", f"y = {C.COUNT_FIRST}"],
+                    "inc_sat": ["if c == n:", f"    y = {C.COUNT_COMPLETE}",
+                                "else:", "    inc = (c + 1) & cfull", "    cnt[sc] = inc",
+                                f"    y = {C.COUNT_LAST} if inc == n else {C.COUNT_MID}"],
+                    "probe_full": [f"y = {C.COUNT_COMPLETE} if c == n else {C.COUNT_INCOMPLETE}"],
+                    "nop": [f"y = {C.COUNT_NONE}"]})
+            elif role == "exponent":
+                env["expo"] = self._exponent
+                src += branches(K, used, {
+                    "write": ["expo[sc] = exp", "e_out = exp"],
+                    "max": ["s = expo[sc]", "e_out = exp if exp > s else s", "expo[sc] = e_out"],
+                    "read": ["e_out = expo[sc]"],
+                    "nop": ["e_out = exp"]})
+            elif role == "minnext":
+                env["mnx"] = self._minnext
+                src += branches(K, used, {
+                    "write": ["mnx[sc] = nxt", "n_out = nxt"],
+                    "min": ["s = mnx[sc]", "n_out = nxt if s > nxt else s", "mnx[sc] = n_out"],
+                    "read": ["n_out = mnx[sc]"],
+                    "nop": ["n_out = nxt"]})
+            elif role == "bitmap" and len(self._bm) == 1:
+                env["bm0"], env["bm1"], env["bmf"] = self._bm[0][0], self._bm[0][1], self._bm_full[0]
+                src += ["        m = mask if word == 0 else 0",
+                        "        if copy:", "            t_l = bm1; o_l = bm0",
+                        "        else:", "            t_l = bm0; o_l = bm1"]
+                src += branches(K, used, {
+                    "set_clear": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m",
+                                  "o_l[slot] = o_l[slot] & (bmf ^ m)"],
+                    "set": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m"],
+                    "reset_set": ["t_l[slot] = m", "y = 0"],
+                    "nop": ["y = 0"]})
+            elif role == "bitmap":
+                env["bm"], env["bmf"] = self._bm, self._bm_full
+                env[K] = table(lut, lambda kv: kv[0])
+                src += ["        y = 0", f"        k = {K}[o]",
+                        "        for i, lanes in enumerate(bm):",
+                        "            t_l = lanes[copy]; o_l = lanes[1 - copy]",
+                        "            a, b, s = k(t_l[slot], o_l[slot], mask if i == word else 0, bmf[i])",
+                        "            t_l[slot] = a; o_l[slot] = b; y |= s"]
+            else:
+                raise ModelError(f"no batch execution for register role {role!r}")
+            step = self.decision["steps"][si]
+            if step["yields"]:
+                src.append(f"        o = o * {radix[step['yields']]} + y")
+                prior.append(step["yields"])
+        # the values op from the final code: drop the digits of the observations made after the values step
+        div = 1
+        for name in prior[getattr(self, "_vec_values_at", len(prior)):]:
+            div *= radix[name]
+        self._vec_values_div = div if "values" in roles else None
+        self._vec_vop = env.get("VOP")
+        self._vec_oa = np.array(table(self._outcome, lambda v: v[0]), dtype=np.int8)
+        self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
+        src += ["        aO(o); aE(e_out); aN(n_out)", "    return O, E, N"]
+        exec(compile("\n".join(src), "<p4gen decision loop>", "exec"), env)   # noqa: S102 (built from the plan)
+        return env["loop"]
+
+    def _col(self, rec, name: str) -> np.ndarray:
+        """One header field of every frame of a record array (a view for whole units)."""
+        s = self.layout.slot(name)
+        u = rec[f"u{s.index}"]
+        if s.shift is None:
+            return u
+        return (u >> s.shift) & s.mask
+
+    def _process_batch_vec(self, packets) -> list[list[tuple[int, bytes]]]:
+        L = self.layout
+        B = len(packets)
+        results: list = [None] * B
+        frames = [f for f, _ in packets]
+        ports = [p for _, p in packets]
+        lens = list(map(len, frames))
+        fixed = L.fixed_len
+        first = lens[0]
+        if lens.count(first) == B:
+            groups = {first: list(range(B))}
+        else:
+            groups = {}
+            for i, n in enumerate(lens):
+                groups.setdefault(n, []).append(i)
+        st = self._stat
+        pk, by = self._pk, self._by
+        adm = []              # per length group: (Lg, idx, arr rows, fields...)
+        for Lg, idx in groups.items():
+            if Lg < fixed:
+                for i in idx:
+                    results[i] = self._process_short(frames[i], ports[i])
+                continue
+            blob = b"".join([frames[i] for i in idx]) if len(idx) != B else b"".join(frames)
+            rec = np.frombuffer(blob, self._rec(Lg))
+            cand = ((self._col(rec, "ethernet.ether_type") == ETHERTYPE_IPV4) & (self._col(rec, "ipv4.ihl") == 5)
+                    & (self._col(rec, "ipv4.protocol") == IPPROTO_UDP))
+            dport = self._col(rec, "udp.dst_port")
+            cand &= (dport >= L.udp_port_min) & (dport <= L.udp_port_max)
+            if not cand.all():
+                for r in np.flatnonzero(~cand).tolist():
+                    i = idx[r]
+                    results[i] = self._forward_l2(frames[i], ports[i], frames[i][:6])
+            if self._omni:
+                data = self._col(rec, "agg.flags") & 1
+                bad = ((data == 1) & (Lg < L.frame_len)) if Lg < L.frame_len else np.zeros(len(idx), bool)
+            else:
+                data = None
+                bad = np.zeros(len(idx), bool) if Lg >= L.frame_len else np.ones(len(idx), bool)
+            bad |= self._col(rec, "agg.msg_type") != self._msg_contrib
+            bad &= cand
+            nbad = int(np.count_nonzero(bad))
+            if nbad:
+                s = st["drop_malformed"]
+                pk[s] += nbad
+                by[s] += nbad * Lg
+            ok = cand & ~bad
+            rows = np.flatnonzero(ok)
+            if not len(rows):
+                for r in np.flatnonzero(bad).tolist():
+                    results[idx[r]] = []
+                continue
+            for r in np.flatnonzero(bad).tolist():
+                results[idx[r]] = []
+            sub = rec[rows]
+            port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.uint64)[rows]
+            cols = [port_col] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
+            ent, known = self._vec_lookup(cols)
+            unknown = ~known
+            nunk = int(np.count_nonzero(unknown))
+            if nunk:
+                s = st["drop_unknown"]
+                pk[s] += nunk
+                by[s] += nunk * Lg
+            pv = self._vw[3][ent]                       # worker_id, word, mask, n, slot_base, slot_count, mgid
+            pool = self._col(sub, "agg.pool_index").astype(np.int64)
+            sij = pool & self._slot_mask
+            badslot = known & (sij >= pv[:, 5])
+            nbs = int(np.count_nonzero(badslot))
+            if nbs:
+                s = st["drop_bad_slot"]
+                pk[s] += nbs
+                by[s] += nbs * Lg
+            go = known & ~badslot
+            if not go.all():
+                for r in rows[~go].tolist():
+                    results[idx[r]] = []
+            g = np.flatnonzero(go)
+            if not len(g):
+                continue
+            if self._agg_rx is not None:
+                pk[self._agg_rx] += len(g)
+                by[self._agg_rx] += len(g) * Lg
+            pv = pv[g]
+            pool = pool[g]
+            copy = (pool >> self._slot_bits) & 1
+            slot = (pv[:, 4] + (pool & self._slot_mask)) & 0xFFFF
+            grow_rows = rows[g]
+            gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if len(idx) != B else grow_rows
+            sub = sub[g]
+            adm.append((Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub,
+                        None if data is None else data[grow_rows]))
+        if not adm:
+            return results
+        if len(adm) == 1:
+            Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub, data = adm[0]
+            order = None
+        else:
+            gidx = np.concatenate([a[4] for a in adm])
+            order = np.argsort(gidx, kind="stable")
+            slot = np.concatenate([a[5] for a in adm])[order]
+            copy = np.concatenate([a[6] for a in adm])[order]
+            pv = np.concatenate([a[7] for a in adm])[order]
+            sub = None
+            data = None if not self._omni else np.concatenate([a[9] for a in adm])[order]
+        # per-packet header columns in global order
+        def gcol(name):
+            if order is None:
+                return self._col(sub, name)
+            return np.concatenate([self._col(a[8], name) for a in adm])[order]
+        m = len(slot)
+        sc = (slot << 1) | copy
+        tsi = gcol("agg.tsi").tolist()
+        exp = gcol("agg.exponent").tolist()
+        nxt = gcol("agg.next").tolist() if self._omni else [0] * m
+        data_l = data.tolist() if self._omni else [1] * m
+        O, E, N = self._vec_loop(sc.tolist(), slot.tolist(), copy.tolist(), pv[:, 1].tolist(),
+                                 pv[:, 2].tolist(), pv[:, 3].tolist(), tsi, exp, data_l, nxt)
+        O_a = np.asarray(O, dtype=np.int64)
+        S_a = self._vec_os[O_a]
+        A_a = self._vec_oa[O_a]
+        VO_a = (self._vec_vop[O_a // self._vec_values_div] if self._vec_values_div is not None
+                else np.full(m, 3, dtype=np.int8))
+        # counters
+        lens_adm = (np.full(m, adm[0][0], dtype=np.int64) if len(adm) == 1
+                    else np.concatenate([np.full(len(a[4]), a[0], dtype=np.int64) for a in adm])[order])
+        cnt = np.bincount(S_a, minlength=len(pk)).tolist()
+        byt = np.bincount(S_a, weights=lens_adm, minlength=len(pk)).tolist()
+        for s, c in enumerate(cnt):
+            if c:
+                pk[s] += c
+                by[s] += int(byt[s])
+        # value registers: the whole batch at once
+        data_a = np.ones(m, dtype=bool) if not self._omni else np.asarray(data_l, dtype=bool)
+        carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order)
+        # outputs
+        emit = np.flatnonzero(A_a != ops.OUT_DROP)
+        gl = gidx.tolist() if order is None else gidx[order].tolist()
+        for k in range(m):
+            results[gl[k]] = []
+        if not len(emit):
+            return results
+        if order is None:
+            grp = np.zeros(m, dtype=np.int64)
+            row = adm[0][3]
+        else:
+            grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
+            row = np.concatenate([a[3] for a in adm])[order]
+        E_a = np.asarray(E, dtype=np.int64)
+        MG = pv[:, 6].tolist()
+        N_a = np.asarray(N, dtype=np.int64) if self._omni else None
+        for j, a in enumerate(adm):
+            sel = emit if order is None else emit[grp[emit] == j]
+            if not len(sel):
+                continue
+            grow = (~data_a[sel]) & has_carry[sel] if self._omni else np.zeros(len(sel), bool)
+            for gsel in ((sel[~grow], False), (sel[grow], True)):
+                if len(gsel[0]):
+                    self._emit_vec(a[0], a[1], gsel[0], gsel[1], row, A_a, E_a, N_a, MG, carried, has_carry,
+                                   gl, ports, results)
+        return results
+
+    def _wkey_col(self, sub, s) -> np.ndarray:
+        u = sub[f"u{s.index}"]
+        if s.shift is not None:
+            u = (u >> s.shift) & s.mask
+        return u.astype(np.uint64)
+
+    def _vec_lookup(self, cols):
+        """Workers table lookup for a batch: entry index and whether it is a set_worker hit."""
+        vw = self._vw
+        m = len(cols[0])
+        if vw is None:
+            return np.zeros(m, dtype=np.int64), np.zeros(m, dtype=bool)
+        hs, kcols, known, pv = vw
+        # the packet key in the table's internal order: ingress port, then the header fields
+        h = np.zeros(m, dtype=np.uint64)
+        for c in cols:
+            h = h * self._HASH_MUL + c
+        ent = np.searchsorted(hs, h)
+        np.minimum(ent, len(hs) - 1, out=ent)
+        hit = hs[ent] == h
+        for c, col in enumerate(cols):
+            hit &= kcols[ent, c] == col
+        return ent, hit & known[ent]
+
+    def _values_vec(self, sc, VO, data, adm, order):
+        """Apply the batch's value ops (codes as in _VCODE) with a segmented prefix sum; return the
+        values each packet carries on (native, (m, passes * elements)) and which packets carry them."""
+        L = self.layout
+        P_, E = self._passes, L.elements_per_pass
+        m = len(VO)
+        has_carry = (VO == 1) | (VO == 2) | (VO == 4) | ((VO == 0) & ~data)
+        todo = np.flatnonzero(VO != 3)
+        if not len(todo):
+            return None, has_carry
+        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
+        # the packets' values (zeros for header-only packets)
+        parts = []
+        for Lg, blob, rec, grow_rows, *_ in adm:
+            if Lg >= L.frame_len:
+                arr = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[grow_rows, off:off + vlen]
+                parts.append(arr.view(L.value_dtype).reshape(len(grow_rows), L.elements))
+            else:
+                parts.append(np.zeros((len(grow_rows), L.elements), L.value_dtype))
+        pkt = parts[0] if order is None else np.concatenate(parts)[order]
+        if self._omni and not data.all():
+            pkt = np.where(data[:, None], pkt, 0)
+        vals = self._vals
+        codes = VO[todo]
+        t = len(todo)
+        pk64 = pkt[todo].astype(np.uint64).reshape(t * P_, E)
+        bases = sc[todo].astype(np.int64) << self._pass_bits
+        rows = (bases[:, None] + np.arange(P_)).reshape(-1) if P_ > 1 else bases
+        code = np.repeat(codes, P_) if P_ > 1 else codes
+        reset = (code == 0) | (code == 4)
+        contrib = np.where(((code == 0) | (code == 1))[:, None], pk64, np.uint64(0))
+        order2 = np.argsort(rows, kind="stable")
+        r = rows[order2]
+        n2 = len(r)
+        newrow = np.ones(n2, dtype=bool)
+        newrow[1:] = r[1:] != r[:-1]
+        if newrow.all():                              # every row touched once: no prefix sums needed
+            after = contrib[order2]
+            keep = ~reset[order2]
+            after[keep] += vals[r[keep]].astype(np.uint64)
+        else:
+            c = contrib[order2]
+            rs = reset[order2]
+            anchor = np.maximum.accumulate(np.where(rs | newrow, np.arange(n2), 0))
+            csum = np.zeros((n2 + 1, E), dtype=np.uint64)
+            np.cumsum(c, axis=0, out=csum[1:])
+            after = csum[1:] - csum[anchor]
+            keep = ~rs[anchor]
+            if keep.any():
+                after[keep] += vals[r[keep]].astype(np.uint64)
+        last = np.ones(n2, dtype=bool)
+        last[:-1] = r[1:] != r[:-1]
+        vals[r[last]] = after[last].astype(vals.dtype)
+        out = np.empty((n2, E), dtype=vals.dtype)
+        out[order2] = after.astype(vals.dtype)
+        carried = np.zeros((m, P_ * E), dtype=vals.dtype)
+        carried[todo] = out.reshape(t, P_ * E)
+        return carried, has_carry
+
+    def _emit_vec(self, Lg, blob, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
+        """Result frames of the admitted packets ``sel`` (one length group): header rewrites on the whole
+        (k, Lg) array, multicast replication with np.repeat, IPv4 checksums vectorised."""
+        L = self.layout
+        arr = np.frombuffer(blob, np.uint8).reshape(-1, Lg)
+        src = arr[row[sel]]
+        off, vlen = L.values_offset, L.data_bytes
+        if grow:
+            vb = carried[sel].astype(L.value_dtype).view(np.uint8).reshape(len(sel), vlen)
+            X = np.concatenate([src[:, :L.fixed_len], vb, src[:, L.fixed_len:]], axis=1)
+        else:
+            X = src
+            hc = has_carry[sel]
+            if carried is not None and hc.any():
+                w = np.flatnonzero(hc)
+                X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8).reshape(len(w), vlen)
+        Lx = X.shape[1]
+        R = X.view(self._rec(Lx)).reshape(-1)
+        mt = self.layout.slot("agg.msg_type")
+        u = R[f"u{mt.index}"]
+        if self._omni:
+            fl = self.layout.slot("agg.flags")
+            keep = 0xFF & ~((mt.mask << mt.shift) | (fl.mask << fl.shift))
+            R[f"u{mt.index}"] = (u & keep) | (self._msg_result << mt.shift) | (1 << fl.shift)
+            R[f"u{self._i_next}"] = N[sel]
+            if grow:
+                R[f"u{self._i_total_len}"] = (R[f"u{self._i_total_len}"].astype(np.int64) + vlen) & 0xFFFF
+                R[f"u{self._i_udp_len}"] = (R[f"u{self._i_udp_len}"].astype(np.int64) + vlen) & 0xFFFF
+        else:
+            R[f"u{mt.index}"] = (u & (0xFF & ~(mt.mask << mt.shift))) | (self._msg_result << mt.shift)
+        R[f"u{self._i_exp}"] = E[sel]
+        R[f"u{self._i_udp_ck}"] = 0
+        acts = A[sel]
+        uni = np.flatnonzero(acts == ops.OUT_UNICAST)
+        if len(uni):
+            U = R[uni]
+            for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
+                           (self._i_dport, self._i_sport)):
+                fa, fb = f"u{a_}", f"u{b_}"
+                t = U[fa].copy()
+                U[fa] = U[fb]
+                U[fb] = t
+            R[uni] = U
+        mc = np.flatnonzero(acts == ops.OUT_MULTICAST)
+        rep_src, rep_port, rep_dst = [], [], []
+        owner = []
+        if len(mc):
+            gcache = {}
+            groups, rdst = self.groups, self._rdst
+            for j in mc.tolist():
+                k = int(sel[j])
+                mg = MG[k]
+                reps = gcache.get(mg)
+                if reps is None:
+                    reps = [(p, rdst.get(rid) if rid else None) for p, rid in groups.get(mg, ())]
+                    gcache[mg] = reps
+                for p, d in reps:
+                    rep_src.append(j)
+                    rep_port.append(p)
+                    rep_dst.append(d)
+                owner.append((j, len(reps)))
+        # frames: unicast rows in place, multicast replicas gathered
+        nrep = len(rep_src)
+        if nrep:
+            M = X[np.asarray(rep_src, dtype=np.int64)]
+            RM = M.view(self._rec(Lx)).reshape(-1)
+            has = np.array([d is not None for d in rep_dst], dtype=bool)
+            if has.any():
+                w = np.flatnonzero(has)
+                sub = RM[w]
+                sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
+                sub[f"u{self._i_ip_src}"] = sub[f"u{self._i_ip_dst}"]
+                sub[f"u{self._i_sport}"] = sub[f"u{self._i_dport}"]
+                ds = [rep_dst[i] for i in w.tolist()]
+                sub[f"u{self._i_eth_dst}"] = np.frombuffer(b"".join(d[0] for d in ds), sub.dtype[f"u{self._i_eth_dst}"])
+                sub[f"u{self._i_ip_dst}"] = [d[1] for d in ds]
+                sub[f"u{self._i_dport}"] = [d[2] for d in ds]
+                RM[w] = sub
+            self._checksums(M)
+            mblob = M.tobytes()
+        if len(uni):
+            self._checksums(X, uni)
+            xblob = X.tobytes()
+        gsel = sel.tolist()
+        if len(uni):
+            for j in uni.tolist():
+                k = gsel[j]
+                results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
+        if nrep:
+            pos = 0
+            for j, cnt in owner:
+                results[gl[gsel[j]]] = [(rep_port[q], mblob[q * Lx:(q + 1) * Lx]) for q in range(pos, pos + cnt)]
+                pos += cnt
+        elif len(mc):
+            for j, _c in owner:
+                results[gl[gsel[j]]] = []
+
+    def _checksums(self, X, rows=None) -> None:
+        """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""
+        o, n, c = self._ip_off, self.layout.ipv4_len, self._ck_off
+        H = X[:, o:o + n] if rows is None else X[rows, o:o + n]
+        H = np.ascontiguousarray(H)
+        H[:, c - o:c - o + 2] = 0
+        s = H.view(">u2").sum(axis=1, dtype=np.uint32)
+        s = (s & 0xFFFF) + (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16)
+        ck = (~s & 0xFFFF).astype(">u2").view(np.uint8).reshape(-1, 2)
+        if rows is None:
+            X[:, c:c + 2] = ck
+        else:
+            X[rows, c:c + 2] = ck
 
     def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int,
               data: int = 1, nxt_out: int = 0):

@@ -275,6 +275,8 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
     one, ref = _models(plan, n)
     batch = SwitchModel(plan)
     batch.load_config(job_config(plan, 1, _addrs(n), slot_count=3, mgid=5, rid_base=50))
+    for m in (one, batch):
+        m.set_group(plan.data["params"]["flood_group_base"] + 1, [(2, 0), (3, 0)])
     addrs = _addrs(n)
     frames = []
     for (w, slot, cp, tsi, exp, seed), junk in stream:
@@ -282,12 +284,61 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
         vals = np.random.default_rng(seed).integers(0, 2 ** L.value_width, L.elements)
         f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=tsi,
                                  pool_index=(cp << 15) | slot, exponent=exp, values=vals)
-        frames.append((f[:30] if junk and seed % 3 == 0 else f, a.port))
+        port = a.port
+        if junk:                                  # mixed into the batch: each kind of frame the model drops or forwards
+            kind = seed % 6
+            if kind == 0:
+                f = f[:30]                        # truncated IPv4: malformed
+            elif kind == 1:
+                f = f[:-3]                        # truncated payload: malformed
+            elif kind == 2:
+                b = bytearray(f)
+                b[L.headers["udp"].offset + 2:L.headers["udp"].offset + 4] = (4000).to_bytes(2, "big")
+                f = bytes(b)                      # another UDP port: plain L2 traffic
+            elif kind == 3:
+                f = f + b"tail"                   # trailing bytes after the data header
+            elif kind == 4:
+                port = a.port + 100               # unknown ingress port
+            else:
+                b = bytearray(f)
+                b[L.headers["agg"].offset] |= 0x10
+                f = bytes(b)                      # msg_type 1 (a result) sent to the switch: malformed
+        frames.append((f, port))
     expected = [one.process(f, p) for f, p in frames]
     got, start = [], 0
     for cut in sorted(set(cuts)) + [len(frames)]:
         got += batch.process_batch(frames[start:max(start, cut)])
         start = max(start, cut)
+    assert got == expected
+    assert batch.counter_read() == one.counter_read()
+    for r in one.register_names():
+        assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+
+
+def test_batch_path_is_vectorised_and_matches_on_a_long_stream():
+    """A long stream in large batches (the vectorised path): several packets per slot in one batch, retransmissions,
+    multicast replicas with and without result_dst, identical to frame-by-frame processing."""
+    plan = PLANS["hardened"]
+    L = P.Layout(plan)
+    n = 3
+    addrs = _addrs(n)
+    one, batch = SwitchModel(plan), SwitchModel(plan)
+    for m in (one, batch):
+        m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
+        m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + [(9, 0)])
+    assert batch._vec
+    rng = np.random.default_rng(7)
+    frames = []
+    for c in range(200):
+        for w in rng.permutation(n).tolist() + ([int(rng.integers(n))] if c % 3 == 0 else []):
+            a = addrs[w]
+            frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c // 3,
+                                                pool_index=((c // 3 & 1) << 15) | c % 3, exponent=int(rng.integers(256)),
+                                                values=rng.integers(0, 2 ** 32, L.elements)), a.port))
+    expected = [one.process(f, p) for f, p in frames]
+    got = []
+    for k in range(0, len(frames), 100):
+        got += batch.process_batch(frames[k:k + 100])
     assert got == expected
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
