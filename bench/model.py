@@ -3,12 +3,14 @@
     python bench/model.py [--quick] [--no-afpacket]
 
 In-process (one core): SwitchModel.process frame by frame and
-SwitchModel.process_batch (64 frames per call), for 64 and 256 elements per
-packet and 2..32 workers; every worker sends every chunk once, so each chunk
+SwitchModel.process_batch (64 and 256 frames per call: the vectorised batch
+path), for 64 and 256 elements per packet and 2..32 workers; every worker sends every chunk once, so each chunk
 is n-1 absorbed packets and one multicast of n results.  Two references are
 measured at the same time, since this machine's speed varies with its load:
 a bare Python loop and a naive numpy slot update (frombuffer + in-place add
-into a register row, 64 elements, no parsing or decision).
+into a register row, 64 elements, no parsing or decision).  The load
+average (os.getloadavg) is printed before and after, since the figures
+scale with the share of a core this process gets.
 
 AF_PACKET (root only, in a private network namespace): raw frames between
 two veth ends with nothing in between, and contributions forwarded by
@@ -73,11 +75,18 @@ def calibrate() -> tuple[float, float]:
     return loop_ns, naive
 
 
+def load() -> str:
+    a, b, c = os.getloadavg()
+    return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
+
+
 def bench_inprocess(quick: bool) -> None:
+    print(f"in-process model, one core; {load()}")
     loop_ns, naive = calibrate()
-    print(f"reference: bare Python loop {loop_ns:.0f} ns/iteration; naive numpy slot update "
-          f"(frombuffer + add, 64 x 32-bit) {naive:,.0f} updates/s")
-    print(f"{'elements':>8} {'workers':>7} {'mode':>10} {'packets/s':>12} {'elements/s':>14}  outcome")
+    print(f"reference (same run): bare Python loop {loop_ns:.0f} ns/iteration; naive numpy slot update "
+          f"(frombuffer + add, 64 x 32-bit, no parsing or decision) {naive:,.0f} updates/s")
+    print(f"{'elements':>8} {'workers':>7} {'mode':>10} {'packets/s':>12} {'elements/s':>14}  outcome "
+          f"(model packets in per second of one core: process = frame by frame, batchN = process_batch of N)")
     for epp in (64, 256):
         slots = 64
         plan = make_plan(make_spec(slots=slots, elements_per_packet=epp, variant="hardened"), load_target("bmv2"))
@@ -85,7 +94,7 @@ def bench_inprocess(quick: bool) -> None:
             total = 2000 if quick else 8000
             chunks = max(2, total // n)
             frames = frames_for(plan, n, chunks, slots)
-            for mode in ("process", "batch64"):
+            for mode in ("process", "batch64", "batch256"):
                 m = SwitchModel(plan)
                 m.load_config(job_config(plan, 1, addrs(n)))
                 t = time.perf_counter()
@@ -93,13 +102,17 @@ def bench_inprocess(quick: bool) -> None:
                     for f, p in frames:
                         m.process(f, p)
                 else:
-                    for k in range(0, len(frames), 64):
-                        m.process_batch(frames[k:k + 64])
+                    b = int(mode[5:])
+                    for k in range(0, len(frames), b):
+                        m.process_batch(frames[k:k + b])
                 dt = time.perf_counter() - t
                 pps = len(frames) / dt
                 st = m.stats
                 print(f"{epp:>8} {n:>7} {mode:>10} {pps:>12,.0f} {pps * epp:>14,.0f}  "
                       f"absorbed={st['absorbed']} multicast={st['multicast']}")
+    loop_ns, naive = calibrate()
+    print(f"reference again: bare Python loop {loop_ns:.0f} ns/iteration; naive numpy slot update "
+          f"{naive:,.0f} updates/s; {load()}")
 
 
 # -- AF_PACKET -----------------------------------------------------------------------
@@ -167,7 +180,8 @@ def bench_afpacket(quick: bool) -> None:
         size = P.Layout(plan).frame_len
         out = _sh("ip", "netns", "exec", ns, sys.executable, "-c", RAW_SEND, "w0", "s0", str(n), str(size))
         sent, got, dt = out.stdout.split()
-        print(f"AF_PACKET raw, veth w0 -> s0, {size}-byte frames, Python send + recv in one process: "
+        print(f"{load()}")
+        print(f"AF_PACKET raw (no model), veth w0 -> s0, {size}-byte frames, Python send + recv in one process: "
               f"{int(got) / float(dt):,.0f} frames/s received ({got}/{sent})")
         # the data plane between two veth pairs: 2 workers, every chunk absorbed then multicast
         (tmp / "plan.json").write_text(plan.to_json())

@@ -1471,39 +1471,51 @@ class SwitchModel:
                 U[fb] = t
             R[uni] = U
         mc = np.flatnonzero(acts == ops.OUT_MULTICAST)
-        rep_src, rep_port, rep_dst = [], [], []
-        owner = []
+        nrep = 0
         if len(mc):
+            # per multicast group (once per batch): replica ports and result_dst rewrites as arrays
             gcache = {}
             groups, rdst = self.groups, self._rdst
-            for j in mc.tolist():
-                k = int(sel[j])
-                mg = MG[k]
-                reps = gcache.get(mg)
-                if reps is None:
-                    reps = [(p, rdst.get(rid) if rid else None) for p, rid in groups.get(mg, ())]
-                    gcache[mg] = reps
-                for p, d in reps:
-                    rep_src.append(j)
-                    rep_port.append(p)
-                    rep_dst.append(d)
-                owner.append((j, len(reps)))
+            mgs = [MG[k] for k in sel[mc].tolist()]
+            for mg in set(mgs):
+                reps = groups.get(mg, ())
+                dsts = [rdst.get(rid) if rid else None for _p, rid in reps]
+                has = np.array([d is not None for d in dsts], dtype=bool)
+                macs = b"".join(d[0] if d is not None else bytes(6) for d in dsts)
+                ips = np.array([d[1] if d is not None else 0 for d in dsts], dtype=np.int64)
+                dps = np.array([d[2] if d is not None else 0 for d in dsts], dtype=np.int64)
+                gcache[mg] = ([p for p, _r in reps], has, macs, ips, dps)
+            if len(gcache) == 1:
+                ports_g, has, macs, ips, dps = gcache[mgs[0]]
+                k = len(ports_g)
+                counts = [k] * len(mc)
+                rep_src = np.repeat(mc, k)
+                if k:
+                    has, ips, dps = np.tile(has, len(mc)), np.tile(ips, len(mc)), np.tile(dps, len(mc))
+                    macs = macs * len(mc)
+            else:
+                parts = [gcache[mg] for mg in mgs]
+                counts = [len(g[0]) for g in parts]
+                rep_src = np.repeat(mc, counts)
+                has = np.concatenate([g[1] for g in parts])
+                ips = np.concatenate([g[3] for g in parts])
+                dps = np.concatenate([g[4] for g in parts])
+                macs = b"".join(g[2] for g in parts)
+            nrep = len(rep_src)
         # frames: unicast rows in place, multicast replicas gathered
-        nrep = len(rep_src)
         if nrep:
-            M = X[np.asarray(rep_src, dtype=np.int64)]
+            M = X[rep_src]
             RM = M.view(self._rec(Lx)).reshape(-1)
-            has = np.array([d is not None for d in rep_dst], dtype=bool)
             if has.any():
                 w = np.flatnonzero(has)
                 sub = RM[w]
                 sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
                 sub[f"u{self._i_ip_src}"] = sub[f"u{self._i_ip_dst}"]
                 sub[f"u{self._i_sport}"] = sub[f"u{self._i_dport}"]
-                ds = [rep_dst[i] for i in w.tolist()]
-                sub[f"u{self._i_eth_dst}"] = np.frombuffer(b"".join(d[0] for d in ds), sub.dtype[f"u{self._i_eth_dst}"])
-                sub[f"u{self._i_ip_dst}"] = [d[1] for d in ds]
-                sub[f"u{self._i_dport}"] = [d[2] for d in ds]
+                fe = f"u{self._i_eth_dst}"
+                sub[fe] = np.frombuffer(macs, sub.dtype[fe])[w]
+                sub[f"u{self._i_ip_dst}"] = ips[w]
+                sub[f"u{self._i_dport}"] = dps[w]
                 RM[w] = sub
             self._checksums(M)
             mblob = M.tobytes()
@@ -1515,14 +1527,12 @@ class SwitchModel:
             for j in uni.tolist():
                 k = gsel[j]
                 results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
-        if nrep:
+        if len(mc):
             pos = 0
-            for j, cnt in owner:
-                results[gl[gsel[j]]] = [(rep_port[q], mblob[q * Lx:(q + 1) * Lx]) for q in range(pos, pos + cnt)]
+            for j, mg, cnt in zip(mc.tolist(), mgs, counts):
+                ports_g = gcache[mg][0]
+                results[gl[gsel[j]]] = [(ports_g[q], mblob[(pos + q) * Lx:(pos + q + 1) * Lx]) for q in range(cnt)]
                 pos += cnt
-        elif len(mc):
-            for j, _c in owner:
-                results[gl[gsel[j]]] = []
 
     def _checksums(self, X, rows=None) -> None:
         """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""

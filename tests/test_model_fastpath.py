@@ -343,3 +343,29 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream():
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+
+
+def test_batch_with_two_jobs_and_groups_matches_one_by_one():
+    """Two jobs (different multicast groups, one with an empty group) interleaved in one batch."""
+    plan = make_plan(make_spec(slots=4, elements_per_packet=8, variant="reference", max_workers=8, jobs=2),
+                     load_target("bmv2"))
+    L = P.Layout(plan)
+    a1, a2 = _addrs(2), [WorkerAddr(5 + i, 0x020000000101 + i, 0x0A000101 + i, 31000 + i) for i in range(3)]
+    one, batch = SwitchModel(plan), SwitchModel(plan)
+    for m in (one, batch):
+        m.load_config(job_config(plan, 1, a1, slot_base=0, slot_count=2, mgid=5, rid_base=50))
+        m.load_config(job_config(plan, 2, a2, slot_base=2, slot_count=2, mgid=6, rid_base=60))
+        m.set_group(6, [])
+    rng = np.random.default_rng(3)
+    frames = []
+    for c in range(12):
+        for job, addrs in ((1, a1), (2, a2)):
+            for a in addrs:
+                frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=job, tsi=c,
+                                                    pool_index=((c // 2 & 1) << 15) | c % 2, exponent=1,
+                                                    values=rng.integers(0, 2 ** 32, L.elements)), a.port))
+    expected = [one.process(f, p) for f, p in frames]
+    assert batch.process_batch(frames) == expected
+    assert batch.counter_read() == one.counter_read()
+    for r in one.register_names():
+        assert np.array_equal(batch.register_read(r), one.register_read(r)), r
