@@ -170,8 +170,9 @@ def plot_sweep(ax_t, ax_s, omni: list[dict], a) -> None:
         ds = [o["density"] for o in pts]
         ax_t.loglog(ds, [o["omni_s"] for o in pts], "o-", label=f"OmniReduce, {n} workers")
         ax_t.loglog(ds, [o["switchml_s"] for o in pts], "s--", label=f"dense SwitchML, {n} workers")
-        ax_s.loglog(ds, [o["speedup"] for o in pts], "o-", label=f"measured, {n} workers")
-        ax_s.loglog(ds, [o["ideal_speedup"] for o in pts], ":", label=f"ideal (held blocks), {n} workers")
+        (line,) = ax_s.loglog(ds, [o["speedup"] for o in pts], "o-", label=f"measured, {n} workers")
+        ax_s.loglog(ds, [o["ideal_speedup"] for o in pts], ":", color=line.get_color(),
+                    label=f"ideal (held blocks), {n} workers")
     ds = sorted({o["density"] for o in omni})
     ax_s.loglog(ds, [1 / d for d in ds], "k--", label="1/density")
     ax_t.set_xlabel("block density per worker")
