@@ -121,8 +121,11 @@ def run(cfg: dict, wait_go=None) -> dict:
             elif now - last > stall:
                 out = w.outstanding()
                 slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
+                unit, what = ("block", "blocks") if cfg["protocol"] == "omnireduce" else ("index", "chunks")
+                if t < 0 and unit == "block":
+                    unit, t = "round", "discovery"
                 raise JobError(f"worker {cfg['rank']} ({cfg['host']}): no result for {stall:.1f} s "
-                               f"(slot {slot}, index {t}, {int(w.complete.sum())}/{w.chunks} chunks done, "
+                               f"(slot {slot}, {unit} {t}, {int(w.complete.sum())}/{w.chunks} {what} done, "
                                f"{w.stats.retransmitted} retransmissions); a peer worker or the switch is gone")
         elapsed = time.monotonic() - t0
     finally:
