@@ -1391,14 +1391,15 @@ class SwitchModel:
         if self._omni and not data.all():
             pkt = np.where(data[:, None], pkt, 0)
         vals = self._vals
+        dt = vals.dtype                   # sums wrap modulo 2^width: native unsigned arithmetic is exact
         codes = VO[todo]
         t = len(todo)
-        pk64 = pkt[todo].astype(np.uint64).reshape(t * P_, E)
+        contrib = pkt[todo].astype(dt).reshape(t * P_, E)       # a fresh native copy
         bases = sc[todo].astype(np.int64) << self._pass_bits
         rows = (bases[:, None] + np.arange(P_)).reshape(-1) if P_ > 1 else bases
         code = np.repeat(codes, P_) if P_ > 1 else codes
         reset = (code == 0) | (code == 4)
-        contrib = np.where(((code == 0) | (code == 1))[:, None], pk64, np.uint64(0))
+        contrib[~((code == 0) | (code == 1))] = 0
         order2 = np.argsort(rows, kind="stable")
         r = rows[order2]
         n2 = len(r)
@@ -1407,23 +1408,24 @@ class SwitchModel:
         if newrow.all():                              # every row touched once: no prefix sums needed
             after = contrib[order2]
             keep = ~reset[order2]
-            after[keep] += vals[r[keep]].astype(np.uint64)
+            after[keep] += vals[r[keep]]
         else:
             c = contrib[order2]
             rs = reset[order2]
             anchor = np.maximum.accumulate(np.where(rs | newrow, np.arange(n2), 0))
-            csum = np.zeros((n2 + 1, E), dtype=np.uint64)
-            np.cumsum(c, axis=0, out=csum[1:])
+            csum = np.empty((n2 + 1, E), dtype=dt)
+            csum[0] = 0
+            np.cumsum(c, axis=0, dtype=dt, out=csum[1:])
             after = csum[1:] - csum[anchor]
             keep = ~rs[anchor]
             if keep.any():
-                after[keep] += vals[r[keep]].astype(np.uint64)
+                after[keep] += vals[r[keep]]
         last = np.ones(n2, dtype=bool)
         last[:-1] = r[1:] != r[:-1]
-        vals[r[last]] = after[last].astype(vals.dtype)
-        out = np.empty((n2, E), dtype=vals.dtype)
-        out[order2] = after.astype(vals.dtype)
-        carried = np.zeros((m, P_ * E), dtype=vals.dtype)
+        vals[r[last]] = after[last]
+        out = np.empty((n2, E), dtype=dt)
+        out[order2] = after
+        carried = np.zeros((m, P_ * E), dtype=dt)
         carried[todo] = out.reshape(t, P_ * E)
         return carried, has_carry
 
