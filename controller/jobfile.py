@@ -8,7 +8,7 @@
     slot_count = 64              # default: the plan's slots - slot_base
     switch_mac = "02:00:00:00:00:fe"   # optional; the address workers send to
 
-    [[workers]]                  # one table per worker, 1..max_workers of them
+    [[workers]]                  # one table per worker, 2..max_workers of them
     id = 0                       # 0..max_workers-1, unique
     port = 1                     # switch port the worker is attached to
     mac = "02:00:00:00:00:01"
@@ -168,6 +168,9 @@ def parse_job(doc: Mapping[str, Any], plan: Plan, source: str = "job") -> Job:
         if switch_mac is not None and mac == switch_mac:
             raise fail(f"{label}.mac={w['mac']} is the switch_mac")
         workers.append(Worker(wid, port, mac, ip, udp))
+    if len(raw) < 2:
+        # a lone worker's every packet is the first of its round: the switch would never answer
+        raise fail("has 1 worker; an aggregation job needs at least 2")
     top = job_rid(plan, job, max(w.id for w in workers))
     if top >= 1 << rid_bits:
         raise fail(f"job={job} gives replication id {top}, beyond the {rid_bits}-bit rid "
