@@ -1,0 +1,46 @@
+"""The ``p4gen verify OUTDIR`` subcommand (registered by ``p4gen.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from p4gen.errors import P4genError, PlanError
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("verify", help="prove the plan's fixed-point and slot-reuse properties with Z3")
+    p.add_argument("outdir", metavar="OUTDIR", help="a build directory holding plan.json")
+    p.add_argument("--no-fifo", action="store_true",
+                   help="drop the per-worker-link FIFO assumption (the reference variant then has a counterexample)")
+    p.add_argument("--mutants", action="store_true", help="also refute the catalogue of seeded mutants")
+    p.add_argument("--workers", type=int, metavar="N", help="prove for n=N workers only (default: every n from 2 to max_workers)")
+    p.add_argument("--json", metavar="PATH", help="write the report here (default OUTDIR/verify.json)")
+    p.set_defaults(func=handler)
+    return p
+
+
+def handler(args: argparse.Namespace) -> int:
+    from p4gen.plan import Plan
+
+    from .runner import run
+
+    try:
+        outdir = Path(args.outdir)
+        if not outdir.exists():
+            raise PlanError(f"{str(outdir)!r} does not exist (run p4gen build first)")
+        plan = Plan.load(outdir)
+        report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
+                     workers=[args.workers] if args.workers is not None else None)
+        path = Path(args.json) if args.json else (outdir if outdir.is_dir() else outdir.parent) / "verify.json"
+        try:
+            path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise PlanError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        print(f"report: {path}")
+        return 0 if report.ok else 1
+    except P4genError as exc:
+        print(f"p4gen: error: {exc}", file=sys.stderr)
+        return 1

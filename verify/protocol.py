@@ -1,0 +1,654 @@
+"""Slot-reuse protocol proofs: a transition system built from the Plan's decision table.
+
+The model is ONE aggregation slot.  One slot suffices: every register is
+indexed by the slot (bitmap word pairs) or by (slot, copy) (chunk, counter,
+exponent, values; recirculation passes use ``(slot_copy << pass_bits) | p``,
+still private to the slot), a packet for slot j reads and writes only slot
+j's entries, and a worker's behaviour on slot j (send chunk c + s after the
+result of chunk c, retransmit the outstanding chunk on timeout) depends
+only on results for slot j.  The whole switch is therefore an interleaving
+of independent per-slot systems, and a safety property of one slot holds
+for all of them.  This is also why proof time does not depend on ``slots``.
+
+State (one slot, n workers):
+
+* switch: per copy v in {0, 1} the bitmap word (the pair holds both copies),
+  counter, chunk register (hardened) and the value register as a
+  :class:`~p4gen.verify.z3alg.ShareVec` (for each worker, which of its
+  contributions the sum holds);
+* worker w: ``cur[w]`` (the chunk index k it waits for on this slot: chunk
+  ``slot + k * slots``, copy ``k mod 2``), ``avail[w]`` (a result labelled
+  ``cur[w]`` has been sent to w), ``abad[w]`` (one such result was not the
+  exact sum), ``stale[w]`` (a result for an older chunk may still reach w);
+* network: every packet w ever sent (chunks ``0..cur[w]``) may arrive any
+  number of times in any order (loss, duplication, reordering).  Under the
+  FIFO assumption (reference variant) ``lo[w]``, the chunk of w's last
+  delivered packet, bounds what may still arrive: ``lo[w] <= k``.  Results
+  travel without FIFO in every mode: any result sent to w may arrive late or
+  twice; workers check its chunk label.
+
+Events: ``deliver(w, k, v)`` (w's packet for chunk k on copy v reaches the
+switch; the switch runs the decision table and emits its outcome),
+``recv(w)`` (w accepts the result labelled ``cur[w]`` and sends its next
+chunk on the flipped copy), and, only for workers that do not check labels,
+``recv_stale(w)``.  The switch step is the table: every step of
+``plan.data["decision"]`` is taken entry by entry from
+``p4gen.decision.expand`` (the const entries of the P4 tables), each entry's
+op is evaluated with the ``p4gen.ops`` definition over
+:class:`~p4gen.verify.z3alg.Z3Algebra`, and the entries select among the
+results.  The exponent register is not part of this model (see README).
+
+Proof: an inductive invariant (init => Inv; Inv and one event => Inv'), one
+solver query per clause, and each property as a query on Inv and one event.
+Worker symmetry: the model and the invariant treat all workers alike (every
+per-worker clause is instantiated for every worker, the masks are a
+permutation of bit positions), so it suffices to check the events of worker
+0, and for per-worker clauses the goal for worker 0 and for one other worker
+(worker 1 represents all of 1..n-1, which worker 0's events treat alike).
+A failed induction query only yields a CTI; counterexamples come from bounded
+model checking from the initial state, with every worker's events.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import z3
+
+from p4gen import decision, ops
+
+from .z3alg import Z3, ShareVec
+
+WORD = 32
+QUERY_TIMEOUT_MS = 120_000
+
+PROPERTIES: dict[str, str] = {
+    "exact_result": "every result the switch sends is the sum of exactly one contribution of every worker "
+                    "for the chunk it is labelled with (and no label is ahead of a recipient)",
+    "exact_accept": "a worker accepts only the exact sum for the chunk it waits for",
+    "copy_reuse": "a copy takes chunk c's contributions only after every worker holds the result of "
+                  "the copy's previous chunk (c - 2*slots)",
+    "retransmission_harmless": "a packet whose contribution the sum already holds never changes the sum",
+    "retransmission_answered": "a worker still waiting for a chunk whose sum is complete gets the result "
+                               "when it retransmits (a lost result never strands a worker)",
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    n: int
+    table: dict[str, Any]
+    fifo: bool
+    copy_rule: str = "round"       # round: k mod 2 | zero: always 0 | toggle: either copy (flip per send)
+    label_check: bool = True
+    counter_delta: int = 0         # num_workers the counter compares with = n + delta
+    slots: int = 512               # display only
+    value_width: int = 32
+
+    @property
+    def hardened(self) -> bool:
+        return decision.step(self.table, "chunk") is not None
+
+
+@dataclass
+class State:
+    bm: list
+    cnt: list
+    chk: list
+    sh: list
+    cur: list
+    lo: list
+    avail: list
+    abad: list
+    stale: list
+    top: Any = None    # ghost: the newest chunk index any worker is on (max of cur)
+
+    @classmethod
+    def fresh(cls, p: str, n: int) -> "State":
+        I, B = z3.Int, z3.Bool
+        return cls(bm=[z3.BitVec(f"{p}_bm{v}", WORD) for v in (0, 1)],
+                   cnt=[z3.BitVec(f"{p}_cnt{v}", 32) for v in (0, 1)],
+                   chk=[I(f"{p}_chk{v}") for v in (0, 1)],
+                   sh=[ShareVec.fresh(f"{p}_val{v}", n) for v in (0, 1)],
+                   cur=[I(f"{p}_cur{w}") for w in range(n)],
+                   lo=[I(f"{p}_lo{w}") for w in range(n)],
+                   avail=[B(f"{p}_avail{w}") for w in range(n)],
+                   abad=[B(f"{p}_abad{w}") for w in range(n)],
+                   stale=[B(f"{p}_stale{w}") for w in range(n)],
+                   top=I(f"{p}_top"))
+
+    def clone(self) -> "State":
+        return State(*[list(getattr(self, f)) for f in ("bm", "cnt", "chk", "sh", "cur", "lo", "avail", "abad", "stale")],
+                     top=self.top)
+
+    def eq_terms(self, o: "State"):
+        t = []
+        for f in ("bm", "cnt", "chk", "cur", "lo", "avail", "abad", "stale"):
+            t += [a == b for a, b in zip(getattr(self, f), getattr(o, f))]
+        t += [a.eq_terms(b) for a, b in zip(self.sh, o.sh)]
+        t.append(self.top == o.top)
+        return z3.And(t)
+
+
+def init_state(s: State):
+    n = len(s.cur)
+    t = [s.bm[v] == 0 for v in (0, 1)] + [s.cnt[v] == 0 for v in (0, 1)] + [s.chk[v] == 0 for v in (0, 1)]
+    t += [x.is_empty() for v in (0, 1) for x in s.sh[v].items]
+    t.append(s.top == 0)
+    for w in range(n):
+        t += [s.cur[w] == 0, s.lo[w] == -1, z3.Not(s.avail[w]), z3.Not(s.abad[w]), z3.Not(s.stale[w])]
+    return z3.And(t)
+
+
+def off_axiom(off, slots: int):
+    """tsi = slot + k*slots is order-isomorphic to k + off, off = 0 (slot 0) or 1 (slot > 0)."""
+    return off == 0 if slots <= 1 else z3.Or(off == 0, off == 1)
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str          # deliver | recv | recv_stale
+    worker: int
+    copy: int = 0
+
+
+def events_for(cfg: ModelConfig, w: int) -> list[Event]:
+    ev = [Event("deliver", w, 0)]
+    if cfg.copy_rule != "zero":
+        ev.append(Event("deliver", w, 1))
+    ev.append(Event("recv", w))
+    if not cfg.label_check:
+        ev.append(Event("recv_stale", w))
+    return ev
+
+
+def _select(keys: list[str], rules: list[dict], obs: dict[str, Any], label: Callable[[dict], Any]):
+    """Group the expanded entries of a step by what they select; return {selection: condition}."""
+    groups: dict[Any, list] = {}
+    for combo, rule in decision.expand(keys, rules):
+        cond = z3.And([obs[k] == decision.CODES[k][val] for k, val in combo.items()])
+        groups.setdefault(label(rule), []).append(cond)
+    return {sel: (conds[0] if len(conds) == 1 else z3.Or(conds)) for sel, conds in groups.items()}
+
+
+def _combine(choices: dict[Any, Any], results: dict[Any, tuple]) -> tuple:
+    sels = list(choices)
+    out = results[sels[-1]]
+    for sel in reversed(sels[:-1]):
+        out = tuple(Z3.ite(choices[sel], a, b) for a, b in zip(results[sel], out))
+    return out
+
+
+def switch_step(cfg: ModelConfig, s: State, off, w: int, v: int, k):
+    """Run the decision table for worker w's packet (chunk k, copy v). Return (post, info)."""
+    n = cfg.n
+    tsi = k + off
+    mask = z3.BitVecVal(1 << (w % WORD), WORD)
+    n_bv = z3.BitVecVal(n + cfg.counter_delta, 32)
+    pkt = ShareVec.packet(n, w, k)
+    reg = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v]}
+    carried = pkt
+    obs: dict[str, Any] = {}
+    values_choice: dict[str, Any] = {}
+    for stp in cfg.table["steps"]:
+        role = stp["role"]
+        if role == "exponent":
+            continue
+        choices = _select(stp["keys"], stp["rules"], obs, lambda r: r["op"])
+        results = {}
+        for op in choices:
+            if role == "chunk":
+                results[op] = ops.chunk_op(op, reg["chk"], tsi, Z3)
+            elif role == "bitmap":
+                t, o, seen = ops.bitmap_op(op, reg["this"], reg["other"], mask, WORD, Z3)
+                results[op] = (t, o, z3.If(seen, z3.BitVecVal(1, 8), z3.BitVecVal(0, 8)))
+            elif role == "counter":
+                results[op] = ops.counter_op(op, reg["cnt"], n_bv, 32, Z3)
+            elif role == "values":
+                results[op] = ops.values_op(op, reg["val"], pkt, cfg.value_width, Z3)
+            else:
+                raise KeyError(f"register role {role!r}")
+        out = _combine(choices, results)
+        if role == "chunk":
+            reg["chk"], obs[stp["yields"]] = out
+        elif role == "bitmap":
+            reg["this"], reg["other"], obs[stp["yields"]] = out
+        elif role == "counter":
+            reg["cnt"], obs[stp["yields"]] = out
+        elif role == "values":
+            reg["val"], carried = out
+            values_choice = choices
+    oc = cfg.table["outcome"]
+    outs = _select(oc["keys"], oc["rules"], obs, lambda r: (r["action"], r["stat"]))
+    mc = z3.Or([c for (a, _), c in outs.items() if a == "multicast"] or [z3.BoolVal(False)])
+    uc = z3.Or([c for (a, _), c in outs.items() if a == "unicast"] or [z3.BoolVal(False)])
+    stat = z3.IntVal(-1)
+    for (a, st), c in outs.items():
+        stat = z3.If(c, z3.IntVal(decision.STATS.index(st)), stat)
+    contrib = z3.Or([c for op, c in values_choice.items() if op in ("write", "add")] or [z3.BoolVal(False)])
+    post = s.clone()
+    post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = reg["chk"], reg["this"], reg["other"], reg["cnt"]
+    post.sh = list(s.sh)
+    post.sh[v] = reg["val"]
+    return post, {"mc": mc, "uc": uc, "stat": stat, "carried": carried, "contrib": contrib}
+
+
+def transition(cfg: ModelConfig, s: State, off, ev: Event, k):
+    """(guard, post-state, {property: check}, info) of one event."""
+    n, w = cfg.n, ev.worker
+    checks = {p: z3.BoolVal(True) for p in PROPERTIES}
+    if ev.kind == "deliver":
+        v = ev.copy
+        guard = [k >= 0, k <= s.cur[w]]
+        if cfg.fifo:
+            guard.append(k >= s.lo[w])
+        if cfg.copy_rule == "round":
+            guard.append(k % 2 == v)
+        elif cfg.copy_rule == "zero" and v != 0:
+            guard.append(z3.BoolVal(False))
+        post, info = switch_step(cfg, s, off, w, v, k)
+        post.lo[w] = k
+        mc, uc = info["mc"], info["uc"]
+        good = info["carried"].exact(k)
+        ahead = []
+        post.avail, post.abad, post.stale = list(s.avail), list(s.abad), list(s.stale)
+        for u in range(n):
+            rec = z3.Or(mc, uc) if u == w else mc
+            post.avail[u] = z3.Or(s.avail[u], z3.And(rec, k == s.cur[u]))
+            post.abad[u] = z3.Or(s.abad[u], z3.And(rec, k == s.cur[u], z3.Not(good)))
+            post.stale[u] = z3.Or(s.stale[u], z3.And(rec, k < s.cur[u]))
+            ahead.append(z3.Implies(rec, k <= s.cur[u]))
+        checks["exact_result"] = z3.Implies(z3.Or(mc, uc), z3.And(good, *ahead))
+        checks["retransmission_harmless"] = z3.Implies(s.sh[v].items[w].is_one(k), post.sh[v].same(s.sh[v]))
+        checks["copy_reuse"] = z3.Implies(info["contrib"], z3.And([s.cur[u] >= k - 1 for u in range(n)]))
+        checks["retransmission_answered"] = z3.Implies(z3.And(k == s.cur[w], s.sh[v].exact(k)), z3.Or(mc, uc))
+        return z3.And(guard), post, checks, info
+    post = s.clone()
+    if ev.kind == "recv":
+        guard = s.avail[w]
+        checks["exact_accept"] = z3.Not(s.abad[w])
+    elif ev.kind == "recv_stale":
+        guard = s.stale[w]
+        checks["exact_accept"] = z3.BoolVal(False)
+    else:
+        raise KeyError(ev.kind)
+    post.cur[w] = s.cur[w] + 1
+    post.top = z3.If(s.cur[w] + 1 > s.top, s.cur[w] + 1, s.top)
+    post.avail[w] = z3.BoolVal(False)
+    post.abad[w] = z3.BoolVal(False)
+    post.stale[w] = z3.BoolVal(True)
+    return guard, post, checks, {}
+
+
+# ---------------------------------------------------------------------------
+# strengthening invariants
+
+@dataclass(frozen=True)
+class Clause:
+    name: str
+    per_worker: bool
+    fn: Callable[..., Any]     # fn(d, w) or fn(d)
+
+
+class Derived:
+    """Terms derived from a state: M = the ghost ``top`` (max cur, see the ``top`` clauses)."""
+
+    def __init__(self, cfg: ModelConfig, s: State, off):
+        self.cfg, self.s, self.off, self.n = cfg, s, off, cfg.n
+        self.M = s.top
+        self.all = z3.BitVecVal((1 << self.n) - 1, WORD)
+
+    def bit(self, v: int, w: int):
+        # simplify pushes the extraction through the op selection (If), so a
+        # bit an event does not touch stays syntactically the same term
+        return z3.simplify(z3.Extract(w, w, self.s.bm[v])) == 1
+
+    def popcount(self, v: int):
+        """Number of workers whose bit is set in copy v, as an integer."""
+        return z3.Sum([z3.ZeroExt(31, z3.simplify(z3.Extract(i, i, self.s.bm[v]))) for i in range(self.n)])
+
+    def count(self, v: int):
+        return self.s.cnt[v]
+
+    def per_copy(self, f: Callable[[int, int], Any]):
+        """f(p, q) for the copy p = M mod 2 of the newest chunk and the other copy q."""
+        return z3.And([z3.Implies(self.M % 2 == p, f(p, 1 - p)) for p in (0, 1)])
+
+
+def _share_desc(sh, choices):
+    """choices: list of (cond, rnd or None for empty), last cond ignored (default)."""
+    *front, (_, last) = choices
+    out = sh.is_empty() if last is None else sh.is_one(last)
+    for cond, r in reversed(front):
+        out = z3.If(cond, sh.is_empty() if r is None else sh.is_one(r), out)
+    return out
+
+
+def top_bounds(d, w):
+    return z3.And(d.s.cur[w] <= d.M, d.s.cur[w] >= d.M - 1)
+
+
+def top_reached(d):
+    return z3.Or([c == d.M for c in d.s.cur])
+
+
+def reference_invariant() -> list[Clause]:
+    def ranges(d, w):
+        s, M = d.s, d.M
+        return z3.And(s.cur[w] >= 0, s.cur[w] >= M - 1, s.lo[w] >= M - 1, s.lo[w] <= s.cur[w], s.lo[w] >= -1)
+
+    def bits(d, w):
+        lo = d.s.lo[w]
+        return z3.And([d.bit(v, w) == z3.And(lo >= 0, lo % 2 == v) for v in (0, 1)])
+
+    def unused_bits(d):
+        return z3.And([d.s.bm[v] & ~d.all == 0 for v in (0, 1)])
+
+    def any_m(d):
+        return z3.Or([lo == d.M for lo in d.s.lo])
+
+    def current_shares(d, w):
+        M, lo = d.M, d.s.lo[w]
+        a = any_m(d)
+        return d.per_copy(lambda p, q: _share_desc(d.s.sh[p].items[w],
+                                                   [(lo == M, M), (a, None), (M >= 2, M - 2), (True, None)]))
+
+    def current_counter(d):
+        return d.per_copy(lambda p, q: d.count(p) == z3.If(d.s.bm[p] == d.all, z3.BitVecVal(0, 32), d.popcount(p)))
+
+    def previous_shares(d, w):
+        return d.per_copy(lambda p, q: _share_desc(d.s.sh[q].items[w], [(d.M >= 1, d.M - 1), (True, None)]))
+
+    def previous_counter(d):
+        return d.per_copy(lambda p, q: d.s.cnt[q] == 0)
+
+    def results(d, w):
+        s = d.s
+        all_m = z3.And([lo == d.M for lo in s.lo])
+        return z3.And(z3.Implies(s.avail[w], z3.Or(s.cur[w] == d.M - 1, all_m)), z3.Not(s.abad[w]))
+
+    return [Clause("top_bounds", True, top_bounds), Clause("top_reached", False, top_reached),
+            Clause("ranges", True, ranges), Clause("bitmap", True, bits), Clause("unused_bits", False, unused_bits),
+            Clause("current_copy_shares", True, current_shares), Clause("current_copy_counter", False, current_counter),
+            Clause("previous_copy_shares", True, previous_shares),
+            Clause("previous_copy_counter", False, previous_counter), Clause("results", True, results)]
+
+
+def hardened_invariant() -> list[Clause]:
+    def started(d, p):
+        return d.s.chk[p] == d.M + d.off
+
+    def ranges(d, w):
+        s = d.s
+        return z3.And(s.cur[w] >= 0, s.cur[w] >= d.M - 1)
+
+    def unused_bits(d):
+        return z3.And([d.s.bm[v] & ~d.all == 0 for v in (0, 1)])
+
+    def current_copy(d):
+        s, M, off, n = d.s, d.M, d.off, d.n
+
+        def f(p, q):
+            st = started(d, p)
+            old = z3.Or(z3.And(M >= 2, s.chk[p] == M - 2 + off, s.bm[p] == d.all, s.cnt[p] == n),
+                        z3.And(M < 2, s.chk[p] == 0, M + off > 0, s.bm[p] == 0, s.cnt[p] == 0))
+            return z3.And(z3.Implies(st, d.count(p) == d.popcount(p)), z3.Implies(z3.Not(st), old))
+        return d.per_copy(f)
+
+    def current_shares(d, w):
+        s, M = d.s, d.M
+
+        def f(p, q):
+            st, b = started(d, p), d.bit(p, w)
+            return z3.And(_share_desc(s.sh[p].items[w], [(z3.And(st, b), M), (st, None), (M >= 2, M - 2), (True, None)]),
+                          z3.Implies(z3.And(st, b), s.cur[w] == M))
+        return d.per_copy(f)
+
+    def previous_copy(d):
+        s, M, off, n = d.s, d.M, d.off, d.n
+        return d.per_copy(lambda p, q: z3.If(
+            M >= 1, z3.And(s.chk[q] == M - 1 + off, s.bm[q] == d.all, s.cnt[q] == n),
+            z3.And(s.chk[q] == 0, s.bm[q] == 0, s.cnt[q] == 0)))
+
+    def previous_shares(d, w):
+        return d.per_copy(lambda p, q: _share_desc(d.s.sh[q].items[w], [(d.M >= 1, d.M - 1), (True, None)]))
+
+    def results(d, w):
+        s = d.s
+        complete = d.per_copy(lambda p, q: z3.And(started(d, p), s.bm[p] == d.all))
+        return z3.And(z3.Implies(s.avail[w], z3.Or(s.cur[w] == d.M - 1, complete)), z3.Not(s.abad[w]))
+
+    return [Clause("top_bounds", True, top_bounds), Clause("top_reached", False, top_reached),
+            Clause("ranges", True, ranges), Clause("unused_bits", False, unused_bits),
+            Clause("current_copy", False, current_copy), Clause("current_copy_shares", True, current_shares),
+            Clause("previous_copy", False, previous_copy), Clause("previous_copy_shares", True, previous_shares),
+            Clause("results", True, results)]
+
+
+def invariant_for(cfg: ModelConfig) -> list[Clause]:
+    return hardened_invariant() if cfg.hardened else reference_invariant()
+
+
+def _inv_all(clauses: list[Clause], d: Derived):
+    out = []
+    for c in clauses:
+        if c.per_worker:
+            out += [c.fn(d, w) for w in range(d.n)]
+        else:
+            out.append(c.fn(d))
+    return out
+
+
+def _goals(c: Clause, d: Derived):
+    if not c.per_worker:
+        return [c.fn(d)]
+    return [c.fn(d, w) for w in sorted({0, min(1, d.n - 1)})]
+
+
+# ---------------------------------------------------------------------------
+# induction
+
+@dataclass
+class InductionResult:
+    n: int
+    inductive: bool
+    failed_clause: str | None = None
+    failed_event: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)   # proved | violated_step | unknown
+    times: dict[str, float] = field(default_factory=dict)      # property -> seconds; "invariant" too
+    queries: int = 0
+
+    @property
+    def proved(self) -> bool:
+        return self.inductive and all(v == "proved" for v in self.properties.values())
+
+
+def _check(solver: z3.Solver, goal) -> tuple[z3.CheckSatResult, float]:
+    solver.push()
+    solver.add(z3.Not(goal))
+    t0 = time.perf_counter()
+    r = solver.check()
+    dt = time.perf_counter() - t0
+    solver.pop()
+    return r, dt
+
+
+def prove(cfg: ModelConfig) -> InductionResult:
+    """Inductive proof of every property for ``cfg`` (worker 0's events, by symmetry)."""
+    res = InductionResult(cfg.n, True)
+    res.times = {"invariant": 0.0, **{p: 0.0 for p in PROPERTIES}}
+    clauses = invariant_for(cfg)
+    off = z3.Int("off")
+    s = State.fresh("s", cfg.n)
+    d = Derived(cfg, s, off)
+    # base case
+    base = z3.Solver()
+    base.set("timeout", QUERY_TIMEOUT_MS)
+    base.add(init_state(s), off_axiom(off, cfg.slots))
+    for c in clauses:
+        for g in _goals(c, d):
+            r, dt = _check(base, g)
+            res.times["invariant"] += dt
+            res.queries += 1
+            if r != z3.unsat:
+                res.inductive, res.failed_clause, res.failed_event = False, c.name, "initial state"
+    inv = _inv_all(clauses, d)
+    status = {p: "proved" for p in PROPERTIES}
+    for ev in events_for(cfg, 0):
+        k = z3.Int("k")
+        guard, post, checks, _ = transition(cfg, s, off, ev, k)
+        dp = Derived(cfg, post, off)
+        # Case split on the packet's chunk relative to the newest chunk M (a
+        # tautology, so sound in every model); Z3 is much faster per case.
+        cases = [k >= d.M, k == d.M - 1, k == d.M - 2, k <= d.M - 3] if ev.kind == "deliver" else [z3.BoolVal(True)]
+        for case in cases:
+            sol = z3.Solver()
+            sol.set("timeout", QUERY_TIMEOUT_MS)
+            sol.add(off_axiom(off, cfg.slots), guard, case, *inv)
+            for c in clauses:
+                for g in _goals(c, dp):
+                    r, dt = _check(sol, g)
+                    res.times["invariant"] += dt
+                    res.queries += 1
+                    if r != z3.unsat and res.inductive:
+                        res.inductive, res.failed_clause = False, c.name
+                        res.failed_event = f"{ev.kind}(worker 0, copy {ev.copy}; {case})"
+            for p in PROPERTIES:
+                r, dt = _check(sol, checks[p])
+                res.times[p] += dt
+                res.queries += 1
+                if r != z3.unsat:
+                    status[p] = "cti"
+    for p in PROPERTIES:
+        res.properties[p] = status[p] if res.inductive else "unknown"
+    return res
+
+
+# ---------------------------------------------------------------------------
+# bounded model checking: concrete traces from the initial state
+
+@dataclass
+class TraceRow:
+    step: int
+    worker: int
+    slot: int
+    copy: int
+    chunk: int
+    event: str
+    action: str
+
+
+@dataclass
+class Counterexample:
+    prop: str
+    n: int
+    rows: list[TraceRow]
+    note: str = ""
+
+    @property
+    def steps(self) -> int:
+        return len(self.rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"property": self.prop, "n": self.n, "steps": self.steps, "note": self.note,
+                "trace": [r.__dict__ for r in self.rows]}
+
+    def format(self) -> list[str]:
+        head = ("step", "worker", "slot", "copy", "chunk/tsi", "event", "switch action")
+        rows = [head] + [(str(r.step), str(r.worker), str(r.slot), str(r.copy), str(r.chunk), r.event, r.action)
+                         for r in self.rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        out = ["  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+        out.insert(1, "  " + "  ".join("-" * wd for wd in widths))
+        out.append(f"  violates {self.prop}: {PROPERTIES[self.prop]}" + (f" ({self.note})" if self.note else ""))
+        return out
+
+
+def bmc(cfg: ModelConfig, depth: int = 12, props: list[str] | None = None) -> Counterexample | None:
+    """Shortest trace (up to ``depth`` events) from the initial state violating one of ``props``."""
+    props = list(props or PROPERTIES)
+    events = [e for w in range(cfg.n) for e in events_for(cfg, w)]
+    off = z3.Int("off")
+    sol = z3.Solver()
+    sol.set("timeout", QUERY_TIMEOUT_MS)
+    states = [State.fresh("b0", cfg.n)]
+    sol.add(init_state(states[0]), off_axiom(off, cfg.slots))
+    evs, ks, infos = [], [], []
+    for i in range(depth):
+        s = states[-1]
+        nxt = State.fresh(f"b{i + 1}", cfg.n)
+        ev, k = z3.Int(f"ev{i}"), z3.Int(f"k{i}")
+        sol.add(ev >= 0, ev < len(events))
+        viol = []
+        step_info = []
+        for j, e in enumerate(events):
+            guard, post, checks, info = transition(cfg, s, off, e, k)
+            sol.add(z3.Implies(ev == j, z3.And(guard, nxt.eq_terms(post))))
+            bad = [p for p in props if not z3.is_true(z3.simplify(checks[p]))]
+            viol.append(z3.And(ev == j, z3.Or([z3.Not(checks[p]) for p in bad] or [z3.BoolVal(False)])))
+            step_info.append((info, checks))
+        states.append(nxt)
+        evs.append(ev)
+        ks.append(k)
+        infos.append(step_info)
+        sol.push()
+        sol.add(z3.Or(viol))
+        r = sol.check()
+        if r == z3.sat:
+            m = sol.model()
+            cex = _extract(cfg, m, off, states, evs, ks, infos, events, props)
+            sol.pop()
+            return cex
+        sol.pop()
+    return None
+
+
+def _extract(cfg, m, off, states, evs, ks, infos, events, props) -> Counterexample:
+    ev_val = lambda t: m.eval(t, model_completion=True)  # noqa: E731
+    offv = ev_val(off).as_long()
+    slot = 0 if offv == 0 else 1
+    chunk = lambda k: slot + k * cfg.slots  # noqa: E731
+    rows = []
+    prop = props[0]
+    for i, (ev, k) in enumerate(zip(evs, ks)):
+        e = events[ev_val(ev).as_long()]
+        kv = ev_val(k).as_long()
+        s = states[i]
+        cur = ev_val(s.cur[e.worker]).as_long()
+        info, checks = infos[i][ev_val(ev).as_long()]
+        if e.kind == "deliver":
+            if kv < cur:
+                what = f"old packet for chunk {chunk(kv)} arrives (delayed duplicate; worker is at chunk {chunk(cur)})"
+            elif i and any(_was_delivered(m, evs[:i], ks[:i], events, e.worker, kv)):
+                what = f"packet for chunk {chunk(kv)} arrives again (retransmission)"
+            else:
+                what = f"packet for chunk {chunk(kv)} arrives"
+            st = decision.STATS[ev_val(info["stat"]).as_long()]
+            act = {"multicast": f"multicast result labelled {chunk(kv)}",
+                   "unicast": f"unicast result labelled {chunk(kv)} to worker {e.worker}",
+                   "absorbed": "add contribution, no packet out"}.get(st, f"drop ({st})")
+            rows.append(TraceRow(i + 1, e.worker, slot, e.copy, chunk(kv), what, act))
+        else:
+            nxt_copy = 0 if cfg.copy_rule == "zero" else (cur + 1) % 2
+            if e.kind == "recv":
+                what = f"accepts result of chunk {chunk(cur)}; sends chunk {chunk(cur + 1)} on copy {nxt_copy}"
+            else:
+                what = (f"accepts an old result (no label check) as chunk {chunk(cur)}'s; "
+                        f"sends chunk {chunk(cur + 1)} on copy {nxt_copy}")
+            rows.append(TraceRow(i + 1, e.worker, slot, nxt_copy, chunk(cur), what, "-"))
+        if i == len(evs) - 1:
+            for p in props:
+                if not z3.is_true(m.eval(checks[p], model_completion=True)):
+                    prop = p
+                    break
+    return Counterexample(prop, cfg.n, rows)
+
+
+def _was_delivered(m, evs, ks, events, w, k):
+    for ev, kk in zip(evs, ks):
+        e = events[m.eval(ev, model_completion=True).as_long()]
+        if e.kind == "deliver" and e.worker == w and m.eval(kk, model_completion=True).as_long() == k:
+            yield True
+
