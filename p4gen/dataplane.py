@@ -25,6 +25,7 @@ sockets, write the final counters and exit 0.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import select
@@ -42,8 +43,17 @@ from .plan import Plan
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
+SOL_PACKET = 263
+PACKET_STATISTICS = 6          # struct tpacket_stats {tp_packets, tp_drops}, reset by every read
+PACKET_IGNORE_OUTGOING = 23    # Linux >= 4.20: the socket is not handed the frames leaving its interface
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
 MAX_FRAME = 1 << 16
 BURST = 256               # frames read per socket per round; one process_batch per round (vectorised)
+ROUNDS = 32               # rounds per poll_once, so counters and reloads are serviced under load
+RCVBUF = 1 << 25          # room for ~0.5 s of frames while this process is not scheduled
+SNDBUF = 1 << 23
+SEND_WAIT = 0.05          # s to wait for room in a full send buffer before a frame counts as a tx error
 
 
 class DataPlaneError(P4genError):
@@ -60,8 +70,29 @@ def parse_port(spec: str) -> tuple[int, str]:
     return port, ifname
 
 
+def _set_buffer(s: socket.socket, force: int, plain: int, size: int) -> None:
+    """Set a socket buffer to ``size`` bytes, past net.core.*mem_max when allowed (root: the FORCE option)."""
+    try:
+        s.setsockopt(socket.SOL_SOCKET, force, size)
+    except OSError:
+        try:
+            s.setsockopt(socket.SOL_SOCKET, plain, size)
+        except OSError:
+            pass
+
+
 class DataPlane:
-    """Raw sockets on named interfaces, one per switch port, driving one SwitchModel."""
+    """Raw sockets on named interfaces, one per switch port, driving one SwitchModel.
+
+    The loop polls only when the previous round found every socket empty;
+    otherwise each round reads up to ``BURST`` frames from every socket
+    without blocking (so no port starves another), runs the frames of all
+    ports through one ``process_batch`` call and sends the results.  Frames
+    leaving an interface are not read back: ``PACKET_IGNORE_OUTGOING`` where
+    the kernel has it, otherwise the packet type of each frame is checked.
+    Frames the kernel dropped because a socket's receive buffer was full are
+    read from ``PACKET_STATISTICS`` and reported as ``rx_dropped``.
+    """
 
     def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None):
         if not ports:
@@ -75,16 +106,25 @@ class DataPlane:
         self.by_fd: dict[int, int] = {}
         self.rx = {p: 0 for p in ports}
         self.tx = {p: 0 for p in ports}
+        self.rx_dropped = {p: 0 for p in ports}
+        self.rx_errors = 0
         self.tx_errors = 0
         self.running = False
+        self.ignore_outgoing = True
         try:
             for port, ifname in self.ports.items():
-                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-                s.bind((ifname, 0))
-                s.setblocking(False)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)
+                # protocol 0: the socket hears nothing until bind names the interface and ETH_P_ALL,
+                # so no frame of another interface is queued in between
+                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
                 self.socks[port] = s
+                try:
+                    s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+                except OSError:
+                    self.ignore_outgoing = False
+                _set_buffer(s, SO_RCVBUFFORCE, socket.SO_RCVBUF, RCVBUF)
+                _set_buffer(s, SO_SNDBUFFORCE, socket.SO_SNDBUF, SNDBUF)
+                s.bind((ifname, ETH_P_ALL))
+                s.setblocking(False)
                 self.by_fd[s.fileno()] = port
         except OSError as exc:
             self.close()
@@ -101,63 +141,117 @@ class DataPlane:
                 pass
         self.socks.clear()
 
-    def _send(self, port: int, frame: bytes) -> None:
+    @staticmethod
+    def _drain_stats(s: socket.socket) -> int:
+        """Frames the kernel dropped on this socket since the last call (its receive buffer was full)."""
+        try:
+            raw = s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
+        except OSError:
+            return 0
+        return int.from_bytes(raw[4:8], sys.byteorder)
+
+    def _read(self, port: int, s: socket.socket, burst: list) -> None:
+        """Append up to BURST queued frames of one socket to ``burst`` as (frame, port); never blocks."""
+        n0 = len(burst)
+        append = burst.append
+        try:
+            if self.ignore_outgoing:
+                recv = s.recv
+                for _ in range(BURST):
+                    append((recv(MAX_FRAME), port))
+            else:
+                recvfrom = s.recvfrom
+                for _ in range(BURST):
+                    frame, addr = recvfrom(MAX_FRAME)
+                    if addr[2] != PACKET_OUTGOING:   # our own transmissions, seen by the tap
+                        append((frame, port))
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self.rx_errors += 1
+        self.rx[port] += len(burst) - n0
+
+    def _send_all(self, port: int, frames: list) -> None:
+        """Send frames on one port's socket in order; a full send buffer is waited for (briefly)."""
         s = self.socks.get(port)
         if s is None:                       # egress port not attached: the frame leaves nowhere
-            self.tx_errors += 1
+            self.tx_errors += len(frames)
             return
-        try:
-            s.send(frame)
-            self.tx[port] += 1
-        except OSError:
-            self.tx_errors += 1
+        send = s.send
+        sent = 0
+        it = iter(frames)
+        pending = None
+        while True:
+            try:
+                if pending is not None:
+                    send(pending)
+                    sent += 1
+                    pending = None
+                for f in it:
+                    pending = f
+                    send(f)
+                    sent += 1
+                pending = None
+                break
+            except BlockingIOError:
+                if not self._wait_writable(s):
+                    self.tx_errors += 1
+                    pending = None
+            except InterruptedError:
+                pass
+            except OSError:
+                self.tx_errors += 1
+                pending = None
+        self.tx[port] += sent
+
+    @staticmethod
+    def _wait_writable(s: socket.socket) -> bool:
+        p = select.poll()
+        p.register(s.fileno(), select.POLLOUT)
+        return bool(p.poll(int(SEND_WAIT * 1000)))
 
     def poll_once(self, timeout: float = 0.2) -> int:
         """Wait up to ``timeout`` s, then forward every queued frame (in bursts); return the count.
 
-        Frames read in one burst go through ``SwitchModel.process_batch`` in
+        Frames read in one round go through ``SwitchModel.process_batch`` in
         arrival order per port, which gives the same results as one by one.
         """
+        if not self._poll.poll(int(timeout * 1000)):
+            return 0
         handled = 0
-        ready = self._poll.poll(int(timeout * 1000))
-        rounds = 0
-        while ready and rounds < 16:         # bounded, so counters and reloads are serviced under load
-            rounds += 1
-            burst = []
-            more = []
-            for fd, _ev in ready:
-                port = self.by_fd[fd]
-                s = self.socks[port]
-                for _ in range(BURST):
-                    try:
-                        frame, addr = s.recvfrom(MAX_FRAME)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:
-                        break
-                    if addr[2] == PACKET_OUTGOING:   # our own transmissions, seen by the tap
-                        continue
-                    self.rx[port] += 1
-                    burst.append((frame, port))
-                else:
-                    more.append((fd, _ev))
+        socks = list(self.socks.items())
+        for _ in range(ROUNDS):
+            burst: list = []
+            for port, s in socks:
+                self._read(port, s, burst)
+            if not burst:
+                break
             handled += len(burst)
             with self.lock:
                 results = self.model.process_batch(burst)
+            out: dict[int, list] = {}
             for outs in results:
-                for eport, out in outs:
-                    self._send(eport, out)
-            ready = more
+                for eport, frame in outs:
+                    q = out.get(eport)
+                    if q is None:
+                        out[eport] = [frame]
+                    else:
+                        q.append(frame)
+            for eport, frames in out.items():
+                self._send_all(eport, frames)
         return handled
 
     def counters(self) -> dict[str, Any]:
         with self.lock:
             stats = self.model.counter_read()
+        for p, s in self.socks.items():
+            self.rx_dropped[p] += self._drain_stats(s)
         return {"time": time.time(),
                 "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in stats.items()},
-                "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p]}
+                "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p],
+                                  "rx_dropped": self.rx_dropped[p]}
                           for p in self.ports},
-                "tx_errors": self.tx_errors}
+                "rx_errors": self.rx_errors, "tx_errors": self.tx_errors}
 
     def run(self, stats_path: str | Path | None = None, stats_interval: float = 1.0,
             reload: Any = None) -> None:
@@ -256,6 +350,11 @@ def main(argv: list[str] | None = None) -> int:
         dp.model = fresh
         return True
 
+    # the loop allocates tuples and lists per frame: with the start-up objects frozen out of the
+    # collector and a higher threshold, collections stay rare and cheap
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20000, 20, 20)
     signal.signal(signal.SIGTERM, dp.stop)
     signal.signal(signal.SIGINT, dp.stop)
     signal.signal(signal.SIGHUP, on_hup)
