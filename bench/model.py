@@ -12,9 +12,15 @@ into a register row, 64 elements, no parsing or decision).  The load
 average (os.getloadavg) is printed before and after, since the figures
 scale with the share of a core this process gets.
 
-AF_PACKET (root only, in a private network namespace): raw frames between
-two veth ends with nothing in between, and contributions forwarded by
-``python -m p4gen.dataplane`` (rate from its counters).
+AF_PACKET (root only, in a private network namespace named p4gtest-bench-*,
+removed on exit, exception or SIGTERM): raw frames between two veth ends with
+nothing in between, then ``python -m p4gen.dataplane`` between two veth pairs
+with one sender process per worker, paced at each of ``--rates`` total frames/s
+(0: as fast as the senders go).  Each run prints one line
+``data plane end to end: N contributions/s (M frames in, K out, loss L%)``:
+N from the data plane's counters (first to last processed frame), loss = sent
+frames the data plane never processed.  The load average and a bare-loop
+reference are printed before and after.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -143,16 +150,50 @@ except OSError:
 print(n, got, time.perf_counter() - t)
 """
 
-AGG_SEND = r"""
-import socket, sys, time, json
-frames = json.load(open(sys.argv[1]))
-socks = {}
-for ifname in set(f[1] for f in frames):
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((ifname, 0)); socks[ifname] = s
-t = time.perf_counter()
-for hexframe, ifname in frames:
-    socks[ifname].send(bytes.fromhex(hexframe))
-print(time.perf_counter() - t)
+WORKER_SEND = r"""
+import socket, sys, time
+ifname, path, flen, rate, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
+data = open(path, "rb").read()
+frames = [data[i:i + flen] for i in range(0, len(data), flen)]
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+try:
+    s.setsockopt(263, 23, 1)                # PACKET_IGNORE_OUTGOING: count only the results coming back
+except OSError:
+    pass
+s.setsockopt(socket.SOL_SOCKET, 33, 1 << 24)
+s.bind((ifname, 3)); s.setblocking(False)
+send, recv = s.send, s.recv
+got = err = 0
+def drain():
+    global got
+    try:
+        while True:
+            recv(65536); got += 1
+    except BlockingIOError:
+        pass
+while time.time() < start:
+    time.sleep(0.0005)
+t0 = time.perf_counter(); n = len(frames); k = 0
+while k < n:
+    due = n if rate <= 0 else min(n, int((time.perf_counter() - t0) * rate) + 1)
+    while k < due:
+        try:
+            send(frames[k])
+        except BlockingIOError:
+            time.sleep(0.0002); continue
+        except OSError:
+            err += 1
+        k += 1
+        if k % 64 == 0:
+            drain()
+    drain()
+    if k < n:
+        time.sleep(0.0005)
+dt = time.perf_counter() - t0
+end = time.monotonic() + 1.0
+while time.monotonic() < end:
+    drain(); time.sleep(0.01)
+print(n, err, dt, got)
 """
 
 
@@ -160,13 +201,100 @@ def _sh(*a, check=True):
     return subprocess.run(a, check=check, capture_output=True, text=True)
 
 
-def bench_afpacket(quick: bool) -> None:
+def _worker_frames(plan, n_workers: int, chunks: int, slots: int) -> list[bytes]:
+    """One blob per worker: its contribution for every chunk, in chunk order (fixed frame length)."""
+    blobs = [[] for _ in range(n_workers)]
+    for f, port in frames_for(plan, n_workers, chunks, slots):
+        blobs[port - 1].append(f)
+    return [b"".join(b) for b in blobs]
+
+
+def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> dict:
+    """Start the data plane, let one sender process per worker send its frames at ``rate`` frames/s
+    (0: as fast as it can), and return the rate and the counters."""
+    stats = tmp / "stats.json"
+    stats.unlink(missing_ok=True)
+    for w, blob in enumerate(blobs):
+        (tmp / f"w{w}.bin").write_bytes(blob)
+    dp = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "p4gen.dataplane",
+                           "--plan", str(tmp), "--config", str(tmp / "cfg.json"), "--stats", str(stats),
+                           "--stats-interval", "0.02"] + [a for w in range(len(blobs))
+                                                          for a in ("--port", f"{w + 1}=s{w}")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    senders = []
+    try:
+        for _ in range(200):
+            if stats.exists() or dp.poll() is not None:
+                break
+            time.sleep(0.05)
+        start = time.time() + 0.5
+        senders = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", WORKER_SEND, f"w{w}",
+                                     str(tmp / f"w{w}.bin"), str(size), str(rate), str(start)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for w in range(len(blobs))]
+        samples = []                     # (data plane's clock, contributions processed)
+        s = None
+        while True:
+            time.sleep(0.02)
+            try:
+                s = json.loads(stats.read_text())
+            except (OSError, ValueError):
+                continue
+            done = sum(s["stats"][k]["packets"] for k in s["stats"] if k != "agg_rx")
+            samples.append((s["time"], done))
+            if all(p.poll() is not None for p in senders) and len(samples) > 25 and samples[-25][1] == done:
+                break
+            if dp.poll() is not None:
+                break
+        outs = [p.communicate(timeout=30) for p in senders]
+    finally:
+        for p in senders:
+            if p.poll() is None:
+                p.kill()
+        dp.terminate()
+        try:
+            dp.wait(10)
+        except subprocess.TimeoutExpired:
+            dp.kill()
+            dp.wait()
+    err = dp.stderr.read().decode(errors="replace").strip()
+    if s is None:
+        raise RuntimeError(f"the data plane wrote no counters: {err[-1000:]}")
+    sent, send_s, back = 0, 0.0, 0
+    for out, serr in outs:
+        f = out.split()
+        if len(f) != 4:
+            raise RuntimeError(f"a sender failed: {serr.strip()[-500:]}")
+        sent += int(f[0]) - int(f[1])
+        send_s = max(send_s, float(f[2]))
+        back += int(f[3])
+    busy = [(t, d) for t, d in samples if d > 0]
+    rate_out = 0.0
+    if busy:
+        first = busy[0]
+        last = next(x for x in busy if x[1] == busy[-1][1])
+        # the first sample already holds what arrived before it: count from the sample before
+        prev = samples[samples.index(first) - 1] if samples.index(first) > 0 else (first[0], 0)
+        rate_out = (last[1] - prev[1]) / max(last[0] - prev[0], 1e-9)
+    ports = s["ports"].values()
+    st = {k: v["packets"] for k, v in s["stats"].items() if v["packets"]}
+    return {"rate": rate_out, "sent": sent, "send_s": send_s, "back": back,
+            "rx": sum(p["rx"] for p in ports), "tx": sum(p["tx"] for p in ports),
+            "rx_dropped": sum(p.get("rx_dropped", 0) for p in ports), "stats": st,
+            "processed": sum(v for k, v in st.items() if k != "agg_rx")}
+
+
+def bench_afpacket(quick: bool, rates: list[float]) -> None:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("AF_PACKET: skipped (needs root and iproute2 for a private network namespace)")
         return
-    ns = f"p4gbench-{uuid.uuid4().hex[:8]}"
+    ns = f"p4gtest-bench-{uuid.uuid4().hex[:8]}"
     tmp = Path(tempfile.mkdtemp(prefix="p4gbench-"))
-    dp = None
+
+    def on_term(*_a):                    # so the finally below removes the namespace on SIGTERM too
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
     try:
         _sh("ip", "netns", "add", ns)
         _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
@@ -176,60 +304,34 @@ def bench_afpacket(quick: bool) -> None:
             _sh("ip", "-n", ns, "link", "set", f"w{i}", "up")
             _sh("ip", "-n", ns, "link", "set", f"s{i}", "up")
         n = 20000 if quick else 100000
-        plan = make_plan(make_spec(slots=64, elements_per_packet=64, variant="hardened"), load_target("bmv2"))
+        slots = 1024
+        plan = make_plan(make_spec(slots=slots, elements_per_packet=64, variant="hardened"), load_target("bmv2"))
         size = P.Layout(plan).frame_len
+        loop_ns, _naive = calibrate()
+        print(f"AF_PACKET; {load()}; reference (same run): bare Python loop {loop_ns:.0f} ns/iteration")
         out = _sh("ip", "netns", "exec", ns, sys.executable, "-c", RAW_SEND, "w0", "s0", str(n), str(size))
         sent, got, dt = out.stdout.split()
-        print(f"{load()}")
         print(f"AF_PACKET raw (no model), veth w0 -> s0, {size}-byte frames, Python send + recv in one process: "
               f"{int(got) / float(dt):,.0f} frames/s received ({got}/{sent})")
-        # the data plane between two veth pairs: 2 workers, every chunk absorbed then multicast
+        # the data plane between two veth pairs: 2 workers, one sender process each, every chunk absorbed
+        # then multicast; slots are reused only after `slots` chunks, so senders may drift that far apart
         (tmp / "plan.json").write_text(plan.to_json())
-        ws = addrs(2)
-        (tmp / "cfg.json").write_text(json.dumps(job_config(plan, 1, ws)))
-        frames = frames_for(plan, 2, n // 4, 64)
-        (tmp / "frames.json").write_text(json.dumps([(f.hex(), f"w{p - 1}") for f, p in frames]))
-        stats = tmp / "stats.json"
-        dp = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "p4gen.dataplane",
-                               "--plan", str(tmp), "--config", str(tmp / "cfg.json"), "--stats", str(stats),
-                               "--stats-interval", "0.05", "--port", "1=s0", "--port", "2=s1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(200):
-            if stats.exists():
-                break
-            time.sleep(0.05)
-        sender = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", AGG_SEND,
-                                   str(tmp / "frames.json")], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-        samples = []                     # (data plane's clock, contributions processed)
-        while True:
-            time.sleep(0.05)
-            s = json.loads(stats.read_text())
-            done = s["stats"]["absorbed"]["packets"] + s["stats"]["multicast"]["packets"]
-            samples.append((s["time"], done))
-            if sender.poll() is not None and len(samples) > 20 and samples[-20][1] == done:
-                break
-        busy = [(t, d) for t, d in samples if d > 0]
-        if not busy:
-            print(f"sender exit {sender.returncode}: {sender.stderr.read().strip()[-500:]}")
-            dp.terminate()
-            print(f"AF_PACKET data plane: no contribution was processed; counters {s}; data plane said: "
-                  f"{dp.communicate(timeout=10)[1].decode(errors='replace').strip()[-2000:]}")
-            return
-        first = busy[0]
-        last = next(x for x in busy if x[1] == busy[-1][1])
-        rate = (last[1] - first[1]) / max(last[0] - first[0], 1e-9)
-        print(f"AF_PACKET data plane (python -m p4gen.dataplane), 2 workers on two veth pairs, {size}-byte "
-              f"contributions sent by a second process: {rate:,.0f} contributions/s processed "
-              f"({last[1]} of {len(frames)} arrived; "
-              f"{s['ports']['1']['tx'] + s['ports']['2']['tx']} results sent)")
+        (tmp / "cfg.json").write_text(json.dumps(job_config(plan, 1, addrs(2))))
+        chunks = n // 2
+        blobs = _worker_frames(plan, 2, chunks, slots)
+        for rate in rates:
+            r = _dp_run(ns, tmp, size, blobs, rate / 2)
+            loss = 100.0 * (r["sent"] - r["processed"]) / max(r["sent"], 1)
+            offered = (f"paced at {rate:,.0f} frames/s" if rate > 0 else "senders as fast as they can")
+            offered += f", {r['sent'] / max(r['send_s'], 1e-9):,.0f} frames/s offered"
+            print(f"data plane end to end: {r['rate']:,.0f} contributions/s ({r['rx']} frames in, {r['tx']} out, "
+                  f"loss {loss:.2f}%)  [2 sender processes, {size}-byte frames, {offered}; "
+                  f"{r['sent']} sent, kernel rx drops at the data plane {r['rx_dropped']}, "
+                  f"{r['back']} results back at the workers; counters {r['stats']}]")
+        loop_ns, _naive = calibrate()
+        print(f"AF_PACKET done; {load()}; reference again: bare Python loop {loop_ns:.0f} ns/iteration")
     finally:
-        if dp is not None:
-            dp.terminate()
-            try:
-                dp.wait(10)
-            except subprocess.TimeoutExpired:
-                dp.kill()
+        signal.signal(signal.SIGTERM, old)
         _sh("ip", "netns", "del", ns, check=False)
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -238,10 +340,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer packets")
     ap.add_argument("--no-afpacket", action="store_true")
+    ap.add_argument("--no-inprocess", action="store_true")
+    ap.add_argument("--rates", default="30000,0",
+                    help="offered contributions/s for the data plane runs, comma-separated (0: unpaced)")
     args = ap.parse_args(argv)
-    bench_inprocess(args.quick)
+    if not args.no_inprocess:
+        bench_inprocess(args.quick)
     if not args.no_afpacket:
-        bench_afpacket(args.quick)
+        bench_afpacket(args.quick, [float(x) for x in args.rates.split(",") if x.strip()])
     return 0
 
 
