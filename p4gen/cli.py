@@ -126,7 +126,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 # Subcommands that live with their own package: each module has register(subparsers).
-_SUBCOMMAND_MODULES: list[str] = ["p4gen.controller.cli", "p4gen.testbed.cli"]
+_SUBCOMMAND_MODULES: list[str] = ["p4gen.verify.cli", "p4gen.controller.cli", "p4gen.testbed.cli"]
 
 
 def main(argv: list[str] | None = None) -> int:
