@@ -9,6 +9,7 @@ the root namespace.  :func:`cleanup` removes whatever a crashed run left.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,10 +54,15 @@ def sh(args: list[str], ns: str | None = None, check: bool = True, timeout: floa
     return r.stdout
 
 
+def _ours(name: str, prefix: str) -> bool:
+    """A testbed name: ``prefix`` + 4 hex digits of the network's id + ``-`` (e.g. p4g1a2b-h1)."""
+    return re.fullmatch(rf"{re.escape(prefix)}[0-9a-f]{{4}}-.+", name) is not None
+
+
 def namespaces(prefix: str = PREFIX) -> list[str]:
     out = sh(["ip", "netns", "list"], check=False)
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
-    return [n for n in names if n.startswith(prefix)]
+    return [n for n in names if _ours(n, prefix)]
 
 
 def add_namespace(name: str) -> None:
@@ -108,7 +114,7 @@ def root_links(prefix: str = PREFIX) -> list[str]:
         parts = line.split(":")
         if len(parts) > 1:
             names.append(parts[1].strip().split("@")[0])
-    return [n for n in names if n.startswith(prefix)]
+    return [n for n in names if _ours(n, prefix)]
 
 
 def veth(ns_a: str, a: str, ns_b: str, b: str) -> None:
