@@ -1236,7 +1236,7 @@ class SwitchModel:
                 continue
             for r in np.flatnonzero(bad).tolist():
                 results[idx[r]] = []
-            sub = rec[rows]
+            sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
             port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.uint64)[rows]
             cols = [port_col] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
             ent, known = self._vec_lookup(cols)
@@ -1271,7 +1271,8 @@ class SwitchModel:
             slot = (pv[:, 4] + (pool & self._slot_mask)) & 0xFFFF
             grow_rows = rows[g]
             gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if len(idx) != B else grow_rows
-            sub = sub[g]
+            if len(g) != len(sub):
+                sub = sub[g]
             adm.append((Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub,
                         None if data is None else data[grow_rows]))
         if not adm:
@@ -1508,7 +1509,16 @@ class SwitchModel:
         if nrep:
             M = X[rep_src]
             RM = M.view(self._rec(Lx)).reshape(-1)
-            if has.any():
+            if has.all():                        # every replica rewritten: work on the array itself
+                sub = RM
+                sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
+                sub[f"u{self._i_ip_src}"] = sub[f"u{self._i_ip_dst}"]
+                sub[f"u{self._i_sport}"] = sub[f"u{self._i_dport}"]
+                fe = f"u{self._i_eth_dst}"
+                sub[fe] = np.frombuffer(macs, sub.dtype[fe])
+                sub[f"u{self._i_ip_dst}"] = ips
+                sub[f"u{self._i_dport}"] = dps
+            elif has.any():
                 w = np.flatnonzero(has)
                 sub = RM[w]
                 sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
@@ -1530,10 +1540,15 @@ class SwitchModel:
                 k = gsel[j]
                 results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
         if len(mc):
+            # every replica as (port, frame) in one pass, then one list slice per multicast packet
+            if len(gcache) == 1:
+                rports = gcache[mgs[0]][0] * len(mc)
+            else:
+                rports = [p for mg in mgs for p in gcache[mg][0]]
+            pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
             pos = 0
-            for j, mg, cnt in zip(mc.tolist(), mgs, counts):
-                ports_g = gcache[mg][0]
-                results[gl[gsel[j]]] = [(ports_g[q], mblob[(pos + q) * Lx:(pos + q + 1) * Lx]) for q in range(cnt)]
+            for j, cnt in zip(mc.tolist(), counts):
+                results[gl[gsel[j]]] = pairs[pos:pos + cnt]
                 pos += cnt
 
     def _checksums(self, X, rows=None) -> None:
