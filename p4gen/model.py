@@ -1406,26 +1406,49 @@ class SwitchModel:
         n2 = len(r)
         newrow = np.ones(n2, dtype=bool)
         newrow[1:] = r[1:] != r[:-1]
+        out = None
         if newrow.all():                              # every row touched once: no prefix sums needed
             after = contrib[order2]
             keep = ~reset[order2]
             after[keep] += vals[r[keep]]
         else:
-            c = contrib[order2]
-            rs = reset[order2]
-            anchor = np.maximum.accumulate(np.where(rs | newrow, np.arange(n2), 0))
-            csum = np.empty((n2 + 1, E), dtype=dt)
-            csum[0] = 0
-            np.cumsum(c, axis=0, dtype=dt, out=csum[1:])
-            after = csum[1:] - csum[anchor]
-            keep = ~rs[anchor]
-            if keep.any():
-                after[keep] += vals[r[keep]]
-        last = np.ones(n2, dtype=bool)
-        last[:-1] = r[1:] != r[:-1]
-        vals[r[last]] = after[last]
-        out = np.empty((n2, E), dtype=dt)
-        out[order2] = after
+            ar = np.arange(n2)
+            rank_s = ar - np.maximum.accumulate(np.where(newrow, ar, 0))   # position among the row's ops
+            waves = int(rank_s.max()) + 1
+            if waves <= max(2, n2 * E // 4096):
+                # few ops per row: apply them in waves (the k-th op of every row at once, rows distinct
+                # within a wave), cheaper than a prefix sum over the whole (ops, elements) array
+                rank = np.empty(n2, dtype=np.int64)
+                rank[order2] = rank_s
+                out = np.empty((n2, E), dtype=dt)
+                for w in range(waves):
+                    sel = np.flatnonzero(rank == w)
+                    rr = rows[sel]
+                    a = contrib[sel]
+                    nr = ~reset[sel]
+                    if nr.all():
+                        a += vals[rr]
+                    elif nr.any():
+                        a[nr] += vals[rr[nr]]
+                    vals[rr] = a
+                    out[sel] = a
+            else:
+                c = contrib[order2]
+                rs = reset[order2]
+                anchor = np.maximum.accumulate(np.where(rs | newrow, ar, 0))
+                csum = np.empty((n2 + 1, E), dtype=dt)
+                csum[0] = 0
+                np.cumsum(c, axis=0, dtype=dt, out=csum[1:])
+                after = csum[1:] - csum[anchor]
+                keep = ~rs[anchor]
+                if keep.any():
+                    after[keep] += vals[r[keep]]
+        if out is None:
+            last = np.ones(n2, dtype=bool)
+            last[:-1] = r[1:] != r[:-1]
+            vals[r[last]] = after[last]
+            out = np.empty((n2, E), dtype=dt)
+            out[order2] = after
         carried = np.zeros((m, P_ * E), dtype=dt)
         carried[todo] = out.reshape(t, P_ * E)
         return carried, has_carry
