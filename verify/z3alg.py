@@ -127,8 +127,10 @@ class Z3Algebra:
 
     def const(self, value, bits):
         # constants (observation codes, counter increments) are unsigned
-        # integers below 2**bits; arithmetic on them wraps in ``add``
-        return z3.BitVecVal(value, bits)
+        # integers below 2**bits, as Z3 integers; arithmetic on them wraps
+        # in ``add``.  Registers they meet (the counter) are integers kept in
+        # 0..2**bits-1, so ``add``/``eq``/``ugt`` are exact.
+        return z3.IntVal(value)
 
     def ne0(self, a):
         return a != 0
