@@ -13,9 +13,10 @@ for all of them.  This is also why proof time does not depend on ``slots``.
 State (one slot, n workers):
 
 * switch: per copy v in {0, 1} the bitmap word (the pair holds both copies),
-  counter, chunk register (hardened) and the value register as a
+  counter (an integer kept in 0..2**32-1, so the op arithmetic is exact),
+  chunk register (hardened), and the value and exponent registers as
   :class:`~p4gen.verify.z3alg.ShareVec` (for each worker, which of its
-  contributions the sum holds);
+  contributions the sum, resp. the max, covers);
 * worker w: ``cur[w]`` (the chunk index k it waits for on this slot: chunk
   ``slot + k * slots``, copy ``k mod 2``), ``avail[w]`` (a result labelled
   ``cur[w]`` has been sent to w), ``abad[w]`` (one such result was not the
@@ -36,10 +37,20 @@ chunk on the flipped copy), and, only for workers that do not check labels,
 ``p4gen.decision.expand`` (the const entries of the P4 tables), each entry's
 op is evaluated with the ``p4gen.ops`` definition over
 :class:`~p4gen.verify.z3alg.Z3Algebra`, and the entries select among the
-results.  The exponent register is not part of this model (see README).
+results.  The exponent rows are run the same way: the packet's exponent
+stands for its contribution, and ``exponent_op``'s max covers the
+contributions of both operands.
 
-Proof: an inductive invariant (init => Inv; Inv and one event => Inv'), one
-solver query per clause, and each property as a query on Inv and one event.
+Proof: plain induction with a strengthening invariant (init => Inv; Inv and
+one event => Inv'), one fresh solver query per clause, and each property as
+a query on Inv and one event.  A delivery is split by its path through the
+table (:class:`Path`: the entry selections, exclusive and exhaustive, so the
+split is a tautology); along a path the register updates are straight-line
+terms.  The counter clauses use popcount as an uninterpreted function; each
+query assumes instances of lemmas that :func:`prove_popcount_lemmas` proves
+for the real popcount over all 32-bit words (sound: the real popcount is one
+interpretation satisfying them), so Z3 never has to compare two adder
+chains over the bitmap.
 Worker symmetry: the model and the invariant treat all workers alike (every
 per-worker clause is instantiated for every worker, the masks are a
 permutation of bit positions), so it suffices to check the events of worker
@@ -66,11 +77,13 @@ QUERY_TIMEOUT_MS = 120_000
 
 PROPERTIES: dict[str, str] = {
     "exact_result": "every result the switch sends is the sum of exactly one contribution of every worker "
-                    "for the chunk it is labelled with (and no label is ahead of a recipient)",
-    "exact_accept": "a worker accepts only the exact sum for the chunk it waits for",
+                    "for the chunk it is labelled with, its exponent is the max over exactly those "
+                    "contributions, and no label is ahead of a recipient",
+    "exact_accept": "a worker accepts only the exact sum (and max exponent) for the chunk it waits for",
     "copy_reuse": "a copy takes chunk c's contributions only after every worker holds the result of "
                   "the copy's previous chunk (c - 2*slots)",
-    "retransmission_harmless": "a packet whose contribution the sum already holds never changes the sum",
+    "retransmission_harmless": "a packet whose contribution the sum already holds never changes the sum "
+                               "or the exponent",
     "retransmission_answered": "a worker still waiting for a chunk whose sum is complete gets the result "
                                "when it retransmits (a lost result never strands a worker)",
 }
@@ -98,6 +111,7 @@ class State:
     cnt: list
     chk: list
     sh: list
+    ex: list
     cur: list
     lo: list
     avail: list
@@ -112,6 +126,7 @@ class State:
                    cnt=[I(f"{p}_cnt{v}") for v in (0, 1)],
                    chk=[I(f"{p}_chk{v}") for v in (0, 1)],
                    sh=[ShareVec.fresh(f"{p}_val{v}", n) for v in (0, 1)],
+                   ex=[ShareVec.fresh(f"{p}_exp{v}", n) for v in (0, 1)],
                    cur=[I(f"{p}_cur{w}") for w in range(n)],
                    lo=[I(f"{p}_lo{w}") for w in range(n)],
                    avail=[B(f"{p}_avail{w}") for w in range(n)],
@@ -120,14 +135,14 @@ class State:
                    top=I(f"{p}_top"))
 
     def clone(self) -> "State":
-        return State(*[list(getattr(self, f)) for f in ("bm", "cnt", "chk", "sh", "cur", "lo", "avail", "abad", "stale")],
+        return State(*[list(getattr(self, f)) for f in ("bm", "cnt", "chk", "sh", "ex", "cur", "lo", "avail", "abad", "stale")],
                      top=self.top)
 
     def eq_terms(self, o: "State"):
         t = []
         for f in ("bm", "cnt", "chk", "cur", "lo", "avail", "abad", "stale"):
             t += [a == b for a, b in zip(getattr(self, f), getattr(o, f))]
-        t += [a.eq_terms(b) for a, b in zip(self.sh, o.sh)]
+        t += [a.eq_terms(b) for a, b in zip(self.sh + self.ex, o.sh + o.ex)]
         t.append(self.top == o.top)
         return z3.And(t)
 
@@ -135,7 +150,7 @@ class State:
 def init_state(s: State):
     n = len(s.cur)
     t = [s.bm[v] == 0 for v in (0, 1)] + [s.cnt[v] == 0 for v in (0, 1)] + [s.chk[v] == 0 for v in (0, 1)]
-    t += [x.is_empty() for v in (0, 1) for x in s.sh[v].items]
+    t += [x.is_empty() for v in (0, 1) for x in s.sh[v].items + s.ex[v].items]
     t.append(s.top == 0)
     for w in range(n):
         t += [s.cur[w] == 0, s.lo[w] == -1, z3.Not(s.avail[w]), z3.Not(s.abad[w]), z3.Not(s.stale[w])]
@@ -210,12 +225,10 @@ def table_paths(cfg: ModelConfig, s: State, off, w: int, v: int, k, prune: bool 
     n_c = Z3.const(n + cfg.counter_delta, 32)
     pkt = ShareVec.packet(n, w, k)
     reg0 = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
-            "carried": pkt}
+            "carried": pkt, "exp": s.ex[v], "exp_carried": pkt}
     paths = [Path([], reg0, {}, {})]
     for stp in cfg.table["steps"]:
         role = stp["role"]
-        if role == "exponent":
-            continue
         nxt: list[Path] = []
         for pa in paths:
             choices = _select(stp["keys"], stp["rules"], pa.obs, lambda r: r["op"])
@@ -238,6 +251,10 @@ def table_paths(cfg: ModelConfig, s: State, off, w: int, v: int, k, prune: bool 
                     reg["cnt"], y = ops.counter_op(op, reg["cnt"], n_c, 32, Z3)
                 elif role == "values":
                     reg["val"], reg["carried"] = ops.values_op(op, reg["val"], pkt, cfg.value_width, Z3)
+                    y = None
+                elif role == "exponent":
+                    # the packet's exponent stands for its contribution, like its values
+                    reg["exp"], reg["exp_carried"] = ops.exponent_op(op, reg["exp"], pkt, Z3)
                     y = None
                 else:
                     raise KeyError(f"register role {role!r}")
@@ -263,14 +280,14 @@ def _outcome(cfg: ModelConfig, pa: Path) -> dict[str, Any]:
             uc = z3.If(c, z3.BoolVal(a == "unicast"), uc)
             stat = z3.If(c, z3.IntVal(decision.STATS.index(st)), stat)
     return {"mc": z3.simplify(mc), "uc": z3.simplify(uc), "stat": z3.simplify(stat),
-            "carried": pa.reg["carried"], "contrib": z3.BoolVal(pa.ops.get("values") in ("write", "add"))}
+            "carried": pa.reg["carried"], "exp_carried": pa.reg["exp_carried"], "contrib": z3.BoolVal(pa.ops.get("values") in ("write", "add"))}
 
 
 def _apply(s: State, v: int, reg: dict) -> State:
     post = s.clone()
     post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = reg["chk"], reg["this"], reg["other"], reg["cnt"]
-    post.sh = list(s.sh)
-    post.sh[v] = reg["val"]
+    post.sh, post.ex = list(s.sh), list(s.ex)
+    post.sh[v], post.ex[v] = reg["val"], reg["exp"]
     return post
 
 
@@ -293,12 +310,13 @@ def switch_step(cfg: ModelConfig, s: State, off, w: int, v: int, k):
     cases = switch_cases(cfg, s, off, w, v, k)
     _, _, post, info = cases[-1]
     post = post.clone()
-    post.sh = list(post.sh)
+    post.sh, post.ex = list(post.sh), list(post.ex)
     info = dict(info)
     for _, cond, p2, i2 in reversed(cases[:-1]):
         for f in ("chk", "bm", "cnt"):
             getattr(post, f)[:] = [Z3.ite(cond, a, b) for a, b in zip(getattr(p2, f), getattr(post, f))]
         post.sh = [Z3.ite(cond, a, b) for a, b in zip(p2.sh, post.sh)]
+        post.ex = [Z3.ite(cond, a, b) for a, b in zip(p2.ex, post.ex)]
         for key in info:
             info[key] = Z3.ite(cond, i2[key], info[key])
     return post, info
@@ -316,7 +334,7 @@ def _deliver(cfg: ModelConfig, s: State, ev: "Event", k, post: State, info: dict
         guard.append(z3.BoolVal(False))
     post.lo[w] = k
     mc, uc = info["mc"], info["uc"]
-    good = info["carried"].exact(k)
+    good = z3.And(info["carried"].exact(k), info["exp_carried"].exact(k))
     ahead = []
     post.avail, post.abad, post.stale = list(s.avail), list(s.abad), list(s.stale)
     for u in range(n):
@@ -326,7 +344,8 @@ def _deliver(cfg: ModelConfig, s: State, ev: "Event", k, post: State, info: dict
         post.stale[u] = z3.Or(s.stale[u], z3.And(rec, k < s.cur[u]))
         ahead.append(z3.Implies(rec, k <= s.cur[u]))
     checks["exact_result"] = z3.Implies(z3.Or(mc, uc), z3.And(good, *ahead))
-    checks["retransmission_harmless"] = z3.Implies(s.sh[v].items[w].is_one(k), post.sh[v].same(s.sh[v]))
+    checks["retransmission_harmless"] = z3.Implies(s.sh[v].items[w].is_one(k),
+                                                          z3.And(post.sh[v].same(s.sh[v]), post.ex[v].same(s.ex[v])))
     checks["copy_reuse"] = z3.Implies(info["contrib"], z3.And([s.cur[u] >= k - 1 for u in range(n)]))
     checks["retransmission_answered"] = z3.Implies(z3.And(k == s.cur[w], s.sh[v].exact(k)), z3.Or(mc, uc))
     return z3.And(guard), post, checks
@@ -487,6 +506,19 @@ def top_reached(d):
     return z3.Or([c == d.M for c in d.s.cur])
 
 
+def exponent_shares(d, w):
+    """Each copy's exponent register covers exactly the contributions its value register holds.
+
+    Why it holds: in both tables the exponent rows write where the value rows
+    write (the round's first packet), take the max where they add (a packet
+    whose bit was clear), and otherwise leave the register alone.  Max and add
+    cover the same contributions except when a contribution would be taken
+    twice, which the bitmap rules out (the value-share clauses).  Like every
+    clause it is checked, not assumed: base case and every event.
+    """
+    return z3.And([d.s.ex[v].items[w].same(d.s.sh[v].items[w]) for v in (0, 1)])
+
+
 def reference_invariant() -> list[Clause]:
     def ranges(d, w):
         s, M = d.s, d.M
@@ -526,7 +558,8 @@ def reference_invariant() -> list[Clause]:
             Clause("ranges", True, ranges), Clause("bitmap", True, bits), Clause("unused_bits", False, unused_bits),
             Clause("current_copy_shares", True, current_shares), Clause("current_copy_counter", False, current_counter),
             Clause("previous_copy_shares", True, previous_shares),
-            Clause("previous_copy_counter", False, previous_counter), Clause("results", True, results)]
+            Clause("previous_copy_counter", False, previous_counter), Clause("exponent_shares", True, exponent_shares),
+            Clause("results", True, results)]
 
 
 def hardened_invariant() -> list[Clause]:
@@ -577,7 +610,7 @@ def hardened_invariant() -> list[Clause]:
             Clause("ranges", True, ranges), Clause("unused_bits", False, unused_bits),
             Clause("current_copy", False, current_copy), Clause("current_copy_shares", True, current_shares),
             Clause("previous_copy", False, previous_copy), Clause("previous_copy_shares", True, previous_shares),
-            Clause("results", True, results)]
+            Clause("exponent_shares", True, exponent_shares), Clause("results", True, results)]
 
 
 def invariant_for(cfg: ModelConfig) -> list[Clause]:
@@ -618,22 +651,11 @@ class InductionResult:
         return self.inductive and all(v == "proved" for v in self.properties.values())
 
 
-def _check(solver: z3.Solver, goal) -> tuple[z3.CheckSatResult, float]:
-    solver.push()
-    solver.add(z3.Not(goal))
-    t0 = time.perf_counter()
-    r = solver.check()
-    dt = time.perf_counter() - t0
-    solver.pop()
-    return r, dt
-
-
-def _query(hyp: list, goal) -> tuple[z3.CheckSatResult, float]:
-    """One solver query: do ``hyp`` imply ``goal``?  (unsat of hyp and not goal.)"""
+def _query(hyp, goal) -> tuple[z3.CheckSatResult, float]:
+    """One fresh solver query: does ``hyp`` (one formula) imply ``goal``?  (unsat of hyp and not goal.)"""
     sol = z3.Solver()
     sol.set("timeout", QUERY_TIMEOUT_MS)
-    sol.add(*hyp)
-    sol.add(z3.Not(goal))
+    sol.add(hyp, z3.Not(goal))
     t0 = time.perf_counter()
     r = sol.check()
     return r, time.perf_counter() - t0
@@ -647,25 +669,29 @@ def prove(cfg: ModelConfig) -> InductionResult:
     off = z3.Int("off")
     s = State.fresh("s", cfg.n)
     d = Derived(cfg, s, off)
+    # the popcount abstraction rests on these lemmas (see prove_popcount_lemmas)
+    t0 = time.perf_counter()
+    bad = [name for name, ok in prove_popcount_lemmas(cfg.n).items() if not ok]
+    res.times["invariant"] += time.perf_counter() - t0
+    if bad:
+        res.inductive, res.failed_clause, res.failed_event = False, f"popcount lemma {bad[0]}", "lemma"
     # base case
-    base = z3.Solver()
-    base.set("timeout", QUERY_TIMEOUT_MS)
-    base.add(init_state(s), off_axiom(off, cfg.slots), *popcount_lemmas(cfg.n, s.bm, []))
+    base = z3.And(init_state(s), off_axiom(off, cfg.slots), *popcount_lemmas(cfg.n, s.bm, []))
     for c in clauses:
         for g in _goals(c, d):
-            r, dt = _check(base, g)
+            r, dt = _query(base, g)
             res.times["invariant"] += dt
             res.queries += 1
-            if r != z3.unsat:
+            if r != z3.unsat and res.inductive:
                 res.inductive, res.failed_clause, res.failed_event = False, c.name, "initial state"
-    inv = _inv_all(clauses, d)
+    inv = z3.And(_inv_all(clauses, d))
     status = {p: "proved" for p in PROPERTIES}
     k = z3.Int("k")
     for ev in events_for(cfg, 0):
         for guard, label, post, checks in transition_cases(cfg, s, off, ev, k):
             dp = Derived(cfg, post, off)
             where = f"{ev.kind}(worker 0, copy {ev.copy}{'; ' + label if label else ''})"
-            hyp = [off_axiom(off, cfg.slots), guard, *inv, *popcount_lemmas(cfg.n, s.bm, post.bm)]
+            hyp = z3.And(off_axiom(off, cfg.slots), guard, inv, *popcount_lemmas(cfg.n, s.bm, post.bm))
             for c in clauses:
                 for g in _goals(c, dp):
                     r, dt = _query(hyp, g)

@@ -109,8 +109,8 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         "lost, duplicated and reordered" + (", except that each worker's link to the switch delivers in order "
                                             "(FIFO)" if fifo else " (no FIFO assumption)"),
         "workers label-check results; tsi does not wrap within a job; one slot is modelled (slots are independent)",
-        "values are generic (distinct contributions give distinct sums); the exponent register is covered by the "
-        "fixed-point proofs, not by the protocol model",
+        "values are generic (distinct contributions give distinct sums); the exponent rows are in the protocol "
+        "model as 'which contributions the max covers', and fixedpoint/max_exponent proves the 8-bit max itself",
     ]
     rep = VerifyReport(variant=variant, fifo=fifo, assumptions=assumptions)
     out(f"p4gen verify: {variant} variant, value_width={w}, max_workers={max_n}, slots={slots}")

@@ -15,7 +15,10 @@ Two domains appear:
 * :class:`ShareVec`, the abstract value of a value register: for every
   worker, which of its contributions the register holds.  ``add`` on this
   domain is the union of contributions, so ``values_op`` run over it tells
-  exactly which contributions a sum contains.
+  exactly which contributions a sum contains.  The exponent register uses
+  the same domain: ``exponent_op``'s max, ``ite(ugt(e, s), e, s)``, covers
+  the contributions of both operands (:class:`Order`), and a contribution
+  seen twice is still one, because max is idempotent.
 
 Share of one worker: ``stt`` 0 = none, 1 = exactly one contribution (of
 chunk ``rnd``), 2 = anything else (two contributions, or contributions of
@@ -84,6 +87,28 @@ class ShareVec:
         return z3.And([z3.And(a.stt == b.stt, a.rnd == b.rnd) for a, b in zip(self.items, other.items)])
 
 
+def _share_join(a: Share, b: Share) -> Share:
+    """Contributions covered by the max (or min) of two values: the union; one chunk's contribution twice is
+    still one (max is idempotent), contributions of two chunks are MANY."""
+    same = z3.And(a.stt == ONE, b.stt == ONE, a.rnd == b.rnd)
+    stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, z3.If(same, z3.IntVal(ONE), z3.IntVal(MANY))))
+    rnd = z3.If(a.stt == EMPTY, b.rnd, a.rnd)
+    return Share(stt, rnd)
+
+
+@dataclass(frozen=True)
+class Order:
+    """``ugt(a, b)`` on :class:`ShareVec` values: kept symbolic until ``ite`` picks one of a, b.
+
+    Whichever of the two the comparison picks, the result is the max (or the
+    min) of the two values, and the contributions it covers are those of a
+    and of b: ``ite(Order(a, b), x, y)`` with {x, y} = {a, b} is their
+    :func:`_share_join`.  Any other use has no meaning on this domain and raises.
+    """
+    a: "ShareVec"
+    b: "ShareVec"
+
+
 def _share_add(a: Share, b: Share) -> Share:
     stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, z3.IntVal(MANY)))
     rnd = z3.If(a.stt == EMPTY, b.rnd, a.rnd)
@@ -96,6 +121,10 @@ class Z3Algebra:
     def ite(self, cond, a, b):
         if isinstance(cond, bool):
             return a if cond else b
+        if isinstance(cond, Order):
+            if {id(a), id(b)} != {id(cond.a), id(cond.b)}:
+                raise TypeError("a comparison of contribution sets only selects between its operands")
+            return ShareVec(tuple(_share_join(x, y) for x, y in zip(a.items, b.items)))
         if isinstance(a, ShareVec):
             return ShareVec(tuple(Share(z3.If(cond, x.stt, y.stt), z3.If(cond, x.rnd, y.rnd))
                                   for x, y in zip(a.items, b.items)))
@@ -105,6 +134,8 @@ class Z3Algebra:
         return a == b
 
     def ugt(self, a, b):
+        if isinstance(a, ShareVec):
+            return Order(a, b)
         if z3.is_bv(a):
             return z3.UGT(a, b)
         return a > b
