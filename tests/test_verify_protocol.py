@@ -31,6 +31,50 @@ def test_protocol_proves_larger_n(variant, n):
     assert res.proved, (res.failed_clause, res.failed_event, res.properties)
 
 
+@pytest.mark.parametrize("variant", ["reference", "hardened"])
+def test_protocol_proves_full_bitmap_word(variant):
+    # n = 32 is the bitmap width and the slowest n; the n = 2..32 sweep takes several minutes
+    # and is run by `python bench/verify.py --sweep` (its output prints the totals)
+    cfg = protocol.ModelConfig(n=32, table=decision.decision_table(variant), fifo=(variant == "reference"))
+    res = protocol.prove(cfg)
+    assert res.proved, (res.failed_clause, res.failed_event, res.properties)
+
+
+@pytest.mark.parametrize("n", [2, 17, 32])
+def test_popcount_lemmas_hold(n):
+    assert all(protocol.prove_popcount_lemmas(n).values())
+
+
+def test_false_popcount_lemma_is_caught(monkeypatch):
+    good = protocol._lemma_schemas
+
+    def bad(n, w=0):
+        sch = good(n, w)
+        sch["set"] = lambda pc, x: pc(x | 1) == pc(x) + 1    # wrong when the bit is already set
+        return sch
+    monkeypatch.setattr(protocol, "_lemma_schemas", bad)
+    assert not protocol.prove_popcount_lemmas(4)["set"]
+    res = protocol.prove(protocol.ModelConfig(n=2, table=decision.decision_table("hardened"), fifo=False))
+    assert not res.proved and res.failed_clause == "popcount lemma set"
+
+
+def test_table_paths_cover_every_state():
+    # the paths of a delivery are exclusive and exhaustive, so splitting a query by path is a tautology
+    cfg = protocol.ModelConfig(n=3, table=decision.decision_table("hardened"), fifo=False)
+    s = protocol.State.fresh("t", 3)
+    k, off = protocol.z3.Int("k"), protocol.z3.Int("off")
+    conds = [c for _, c, _, _ in protocol.switch_cases(cfg, s, off, 0, 0, k)]
+    z3 = protocol.z3
+    sol = z3.Solver()
+    sol.add(z3.Not(z3.Or(conds)))
+    assert sol.check() == z3.unsat
+    for i in range(len(conds)):
+        for j in range(i):
+            sol = z3.Solver()
+            sol.add(conds[i], conds[j])
+            assert sol.check() == z3.unsat
+
+
 def test_hardened_needs_no_fifo():
     cfg = protocol.ModelConfig(n=3, table=decision.decision_table("hardened"), fifo=False)
     assert protocol.prove(cfg).proved

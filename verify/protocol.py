@@ -675,6 +675,8 @@ def prove(cfg: ModelConfig) -> InductionResult:
     res.times["invariant"] += time.perf_counter() - t0
     if bad:
         res.inductive, res.failed_clause, res.failed_event = False, f"popcount lemma {bad[0]}", "lemma"
+        res.properties = {p: "unknown" for p in PROPERTIES}
+        return res
     # base case
     base = z3.And(init_state(s), off_axiom(off, cfg.slots), *popcount_lemmas(cfg.n, s.bm, []))
     for c in clauses:
