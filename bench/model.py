@@ -16,7 +16,9 @@ AF_PACKET (root only, in a private network namespace named p4gtest-bench-*,
 removed on exit, exception or SIGTERM): raw frames between two veth ends with
 nothing in between, then ``python -m p4gen.dataplane`` between two veth pairs
 with one sender process per worker, paced at each of ``--rates`` total frames/s
-(0: as fast as the senders go).  Each run prints one line
+(0: as fast as the senders go; -1: the data plane is stopped while the senders
+fill its socket buffers, then drains them with the CPU to itself).  Each run
+prints one line
 ``data plane end to end: N contributions/s (M frames in, K out, loss L%)``:
 N from the data plane's counters (first to last processed frame), loss = sent
 frames the data plane never processed.  The load average and a bare-loop
@@ -160,7 +162,7 @@ try:
     s.setsockopt(263, 23, 1)                # PACKET_IGNORE_OUTGOING: count only the results coming back
 except OSError:
     pass
-s.setsockopt(socket.SOL_SOCKET, 33, 1 << 24)
+s.setsockopt(socket.SOL_SOCKET, 33, 1 << 26)
 s.bind((ifname, 3)); s.setblocking(False)
 send, recv = s.send, s.recv
 got = err = 0
@@ -190,9 +192,15 @@ while k < n:
     if k < n:
         time.sleep(0.0005)
 dt = time.perf_counter() - t0
-end = time.monotonic() + 1.0
-while time.monotonic() < end:
-    drain(); time.sleep(0.01)
+if len(sys.argv) > 6:                       # tell the bench that every frame is out
+    open(sys.argv[6], "w").close()
+last = time.monotonic()
+while time.monotonic() - last < 1.0:        # results until none came for 1 s
+    before = got
+    drain()
+    if got > before:
+        last = time.monotonic()
+    time.sleep(0.01)
 print(n, err, dt, got)
 """
 
@@ -211,7 +219,11 @@ def _worker_frames(plan, n_workers: int, chunks: int, slots: int) -> list[bytes]
 
 def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> dict:
     """Start the data plane, let one sender process per worker send its frames at ``rate`` frames/s
-    (0: as fast as it can), and return the rate and the counters."""
+    (0: as fast as it can), and return the rate and the counters.
+
+    ``rate < 0``: the data plane is stopped (SIGSTOP) while the senders fill its socket buffers as fast
+    as they can, then continued; the rate is then its own, with no sender competing for the CPU."""
+    drain = rate < 0
     stats = tmp / "stats.json"
     stats.unlink(missing_ok=True)
     for w, blob in enumerate(blobs):
@@ -228,10 +240,22 @@ def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> d
                 break
             time.sleep(0.05)
         start = time.time() + 0.5
+        marks = [tmp / f"sent{w}" for w in range(len(blobs))]
+        for m in marks:
+            m.unlink(missing_ok=True)
+        if drain:
+            dp.send_signal(signal.SIGSTOP)        # `ip netns exec` execs python: this is the data plane
         senders = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", WORKER_SEND, f"w{w}",
-                                     str(tmp / f"w{w}.bin"), str(size), str(rate), str(start)],
+                                     str(tmp / f"w{w}.bin"), str(size), str(max(rate, 0.0)), str(start),
+                                     str(marks[w])],
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                    for w in range(len(blobs))]
+        t_cont = None
+        if drain:
+            while not all(m.exists() for m in marks) and any(p.poll() is None for p in senders):
+                time.sleep(0.01)
+            t_cont = time.time()
+            dp.send_signal(signal.SIGCONT)
         samples = []                     # (data plane's clock, contributions processed)
         s = None
         while True:
@@ -251,6 +275,7 @@ def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> d
         for p in senders:
             if p.poll() is None:
                 p.kill()
+        dp.send_signal(signal.SIGCONT)
         dp.terminate()
         try:
             dp.wait(10)
@@ -276,6 +301,8 @@ def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> d
         # the first sample already holds what arrived before it: count from the sample before
         prev = samples[samples.index(first) - 1] if samples.index(first) > 0 else (first[0], 0)
         rate_out = (last[1] - prev[1]) / max(last[0] - prev[0], 1e-9)
+        if t_cont is not None:
+            rate_out = last[1] / max(last[0] - t_cont, 1e-9)
     ports = s["ports"].values()
     st = {k: v["packets"] for k, v in s["stats"].items() if v["packets"]}
     return {"rate": rate_out, "sent": sent, "send_s": send_s, "back": back,
@@ -320,14 +347,19 @@ def bench_afpacket(quick: bool, rates: list[float]) -> None:
         chunks = n // 2
         blobs = _worker_frames(plan, 2, chunks, slots)
         for rate in rates:
-            r = _dp_run(ns, tmp, size, blobs, rate / 2)
+            # draining a stopped data plane: as many frames as its receive buffers surely hold
+            r = _dp_run(ns, tmp, size, [b[:10000 * size] for b in blobs] if rate < 0 else blobs, rate / 2)
             loss = 100.0 * (r["sent"] - r["processed"]) / max(r["sent"], 1)
             offered = (f"paced at {rate:,.0f} frames/s" if rate > 0 else "senders as fast as they can")
             offered += f", {r['sent'] / max(r['send_s'], 1e-9):,.0f} frames/s offered"
+            if rate < 0:
+                offered = ("data plane stopped while the senders filled its buffers, then draining them alone; "
+                           + offered)
             print(f"data plane end to end: {r['rate']:,.0f} contributions/s ({r['rx']} frames in, {r['tx']} out, "
                   f"loss {loss:.2f}%)  [2 sender processes, {size}-byte frames, {offered}; "
                   f"{r['sent']} sent, kernel rx drops at the data plane {r['rx_dropped']}, "
-                  f"{r['back']} results back at the workers; counters {r['stats']}]")
+                  f"{r['back']} results read back by the senders (their own sockets may drop some); "
+                  f"counters {r['stats']}]")
         loop_ns, _naive = calibrate()
         print(f"AF_PACKET done; {load()}; reference again: bare Python loop {loop_ns:.0f} ns/iteration")
     finally:
@@ -341,8 +373,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer packets")
     ap.add_argument("--no-afpacket", action="store_true")
     ap.add_argument("--no-inprocess", action="store_true")
-    ap.add_argument("--rates", default="30000,0",
-                    help="offered contributions/s for the data plane runs, comma-separated (0: unpaced)")
+    ap.add_argument("--rates", default="25000,40000,0,-1",
+                    help="offered contributions/s for the data plane runs, comma-separated (0: unpaced; "
+                         "-1: fill the buffers of a stopped data plane, then let it drain them alone)")
     args = ap.parse_args(argv)
     if not args.no_inprocess:
         bench_inprocess(args.quick)
