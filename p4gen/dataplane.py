@@ -16,9 +16,10 @@ the forwarding loop and the server share one lock (held around every
 ``process_batch`` and counter read), and ``SIGHUP`` reloads are refused,
 because a fresh model would no longer be the one the server writes.
 
-Counters: the ``stats`` counter of the plan plus per-port rx/tx frames are
-written as JSON to ``--stats`` (atomically, every ``--stats-interval``
-seconds and at exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the
+Counters: the ``stats`` counter of the plan plus per-port rx/tx frames and
+``rx_dropped`` (frames the kernel dropped because the port's receive buffer
+was full), and ``rx_errors``/``tx_errors``, are written as JSON to
+``--stats`` (atomically, every ``--stats-interval`` seconds and at exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the
 sockets, write the final counters and exit 0.
 """
 
