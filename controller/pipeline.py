@@ -4,7 +4,7 @@
 P4Info to push and the device config: BMv2's JSON (``program.json``, written
 by ``p4gen build --compile``) when present, else empty bytes, which is what
 the software data plane expects.  When p4c wrote its own P4Info
-(``p4info.p4c.txt``) it is pushed with the JSON it belongs to.
+(``p4info.p4c.txtpb``) it is pushed with the JSON it belongs to.
 
 :func:`p4info_diff` compares two P4Infos by ID and shape (key and parameter
 widths, sizes).  The software switch's server uses it to refuse a foreign
@@ -26,7 +26,7 @@ from ..plan import Plan
 
 DEVICE_CONFIG = "program.json"
 P4INFO = "p4info.txt"
-P4INFO_P4C = "p4info.p4c.txt"
+P4INFO_P4C = "p4info.p4c.txtpb"
 
 
 @dataclass(frozen=True)

@@ -219,8 +219,8 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
         cmd = list(argv)
         outputs: dict[str, Path] = {}
         if name == "p4c-bm2-ss":
-            outputs = {"program.json": Path(tmp) / "program.json", "p4info.p4c.txt": Path(tmp) / "p4info.p4c.txt"}
-            cmd += ["-o", str(outputs["program.json"]), "--p4runtime-files", str(outputs["p4info.p4c.txt"])]
+            outputs = {"program.json": Path(tmp) / "program.json", "p4info.p4c.txtpb": Path(tmp) / "p4info.p4c.txtpb"}
+            cmd += ["-o", str(outputs["program.json"]), "--p4runtime-files", str(outputs["p4info.p4c.txtpb"])]
         cmd.append(str(src))
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

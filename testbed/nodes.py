@@ -207,7 +207,7 @@ class BMv2Switch(AggSwitch):
         log = self.workdir / f"p4c-{self.name}.log"
         with open(log, "wb") as f:
             r = subprocess.run(["p4c-bm2-ss", "--std", "p4-16", "--p4runtime-files",
-                                str(self.plan_dir / "p4info.p4c.txt"), "-o", str(out), str(src)],
+                                str(self.plan_dir / "p4info.p4c.txtpb"), "-o", str(out), str(src)],
                                stdout=f, stderr=subprocess.STDOUT, timeout=300)
         if r.returncode != 0:
             raise TestbedError(f"p4c-bm2-ss could not compile {src} (status {r.returncode}); see {log}")

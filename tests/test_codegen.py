@@ -231,14 +231,14 @@ def test_targets_lists_limits(capsys):
 def test_bmv2_goldens_compile_without_warnings(stem, tmp_path):
     src = HERE / "golden" / "bmv2" / f"{stem}.p4"
     res = subprocess.run(["p4c-bm2-ss", "--std", "p4-16", "--arch", "v1model", "-o", str(tmp_path / "o.json"),
-                          "--p4runtime-files", str(tmp_path / "p4info.txt"), str(src)],
+                          "--p4runtime-files", str(tmp_path / "p4info.txtpb"), str(src)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "warning" not in (res.stdout + res.stderr).lower(), res.stderr
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2
 
-    theirs = text_format.Parse((tmp_path / "p4info.txt").read_text(), p4info_pb2.P4Info())
+    theirs = text_format.Parse((tmp_path / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
     ours = text_format.Parse((HERE / "golden" / "bmv2" / f"{stem}.p4info.txt").read_text(), p4info_pb2.P4Info())
     assert {(t.preamble.id, t.preamble.name) for t in theirs.tables} == {(t.preamble.id, t.preamble.name) for t in ours.tables}
     assert {(a.preamble.id, a.preamble.name) for a in theirs.actions} >= {(a.preamble.id, a.preamble.name) for a in ours.actions}
@@ -292,3 +292,12 @@ def test_spec_file_errors(tmp_path, capsys):
     spec.write_text('slots = "many"\n')
     assert main(["build", "--spec", str(spec)]) == 1
     assert capsys.readouterr().err == "p4gen: error: slots='many' must be an integer in 1..16777216\n"
+
+
+@pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
+def test_build_compile_caches_the_compiler_output(tmp_path):
+    assert main(["build", "--target", "bmv2", "--slots", "64", "--compile", "--out", str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / "program.json").read_text())["program"].endswith("program.p4")
+    assert (tmp_path / "a" / "compile.log").read_text() == ""
+    res = buildmod.build(make_spec(slots=64), load_target("bmv2"), tmp_path / "b", compile_p4=True)
+    assert res.cache_hit and _files(tmp_path / "a") == _files(tmp_path / "b")

@@ -8,6 +8,7 @@ fails the build instead of printing nothing.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -128,6 +129,15 @@ def context(plan: Plan) -> dict[str, Any]:
     }
 
 
+_CONST = re.compile(r"^const bit<\d+> (\w+) = [^;]+;\n", re.M)
+
+
+def _drop_unused_constants(text: str) -> str:
+    """Remove ``const`` declarations the program never mentions (p4c warns about them)."""
+    used = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", _CONST.sub("", text)))
+    return _CONST.sub(lambda m: m.group(0) if m.group(1) in used else "", text)
+
+
 def render_p4(plan: Plan) -> str:
     name = "tna.p4.j2" if plan.arch in ("tna", "t2na") else "v1model.p4.j2"
-    return environment().get_template(name).render(**context(plan))
+    return _drop_unused_constants(environment().get_template(name).render(**context(plan)))

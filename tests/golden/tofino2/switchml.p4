@@ -16,51 +16,30 @@ const bit<16> FLOOD_GROUP_BASE = 0x8000;
 const bit<8> CMP_LT = 0;
 const bit<8> CMP_EQ = 1;
 const bit<8> CMP_GT = 2;
-const bit<8> DATA_0 = 0;
-const bit<8> DATA_1 = 1;
-const bit<8> COUNT_NONE = 0;
 const bit<8> COUNT_FIRST = 1;
 const bit<8> COUNT_MID = 2;
 const bit<8> COUNT_LAST = 3;
 const bit<8> COUNT_COMPLETE = 4;
 const bit<8> COUNT_INCOMPLETE = 5;
-const bit<8> OUT_DROP = 0;
 const bit<8> OUT_MULTICAST = 1;
 const bit<8> OUT_UNICAST = 2;
-const bit<8> STAT_ABSORBED = 0;
-const bit<8> STAT_MULTICAST = 1;
-const bit<8> STAT_UNICAST = 2;
-const bit<8> STAT_DROP_DUPLICATE = 3;
-const bit<8> STAT_DROP_STALE = 4;
 const bit<8> STAT_DROP_UNKNOWN = 5;
 const bit<8> STAT_DROP_BAD_SLOT = 6;
 const bit<8> STAT_DROP_MALFORMED = 7;
 const bit<8> STAT_L2_UNICAST = 8;
 const bit<8> STAT_L2_FLOOD = 9;
 const bit<8> OP_CHUNK_ADVANCE = 0;
-const bit<8> OP_BITMAP_SET_CLEAR = 0;
 const bit<8> OP_BITMAP_SET = 1;
 const bit<8> OP_BITMAP_RESET_SET = 2;
-const bit<8> OP_BITMAP_NOP = 3;
-const bit<8> OP_COUNTER_INC_MOD = 0;
-const bit<8> OP_COUNTER_PROBE_ZERO = 1;
 const bit<8> OP_COUNTER_RESET_ONE = 2;
 const bit<8> OP_COUNTER_INC_SAT = 3;
 const bit<8> OP_COUNTER_PROBE_FULL = 4;
-const bit<8> OP_COUNTER_NOP = 5;
 const bit<8> OP_EXPONENT_WRITE = 0;
 const bit<8> OP_EXPONENT_MAX = 1;
 const bit<8> OP_EXPONENT_READ = 2;
-const bit<8> OP_EXPONENT_NOP = 3;
 const bit<8> OP_VALUES_WRITE = 0;
 const bit<8> OP_VALUES_ADD = 1;
-const bit<8> OP_VALUES_READ = 2;
 const bit<8> OP_VALUES_NOP = 3;
-const bit<8> OP_VALUES_CLEAR = 4;
-const bit<8> OP_MINNEXT_WRITE = 0;
-const bit<8> OP_MINNEXT_MIN = 1;
-const bit<8> OP_MINNEXT_READ = 2;
-const bit<8> OP_MINNEXT_NOP = 3;
 
 
 header ethernet_h {
@@ -2010,7 +1989,6 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 2 : set_bitmap_op(2);  // cmp=gt -> reset_set
         }
         const default_action = set_bitmap_op(3);
-        size = 3;
     }
 
 @id(0x02000005)
@@ -2031,7 +2009,6 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 (2, 1) : set_counter_op(2);  // cmp=gt seen=1 -> reset_one
         }
         const default_action = set_counter_op(5);
-        size = 6;
     }
 
 @id(0x02000006)
@@ -2052,7 +2029,6 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 (2, 1) : set_exponent_op(0);  // cmp=gt seen=1 -> write
         }
         const default_action = set_exponent_op(3);
-        size = 6;
     }
 
 @id(0x02000007)
@@ -2104,7 +2080,6 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 (2, 1, 5) : set_values_op(3);  // cmp=gt seen=1 count=incomplete -> nop
         }
         const default_action = set_values_op(3);
-        size = 36;
     }
 
 @id(0x02000008)
@@ -2156,7 +2131,6 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 (2, 1, 5) : set_outcome(0, 3);  // cmp=gt seen=1 count=incomplete -> drop (drop_duplicate)
         }
         const default_action = set_outcome(0, 3);
-        size = 36;
     }
 
     apply {
