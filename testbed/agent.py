@@ -111,14 +111,21 @@ def run(cfg: dict, wait_go=None) -> dict:
                     except BlockingIOError:
                         break
                     send(w.receive(prefix + data, now))
+                    if marks and w.complete.mean() >= marks[0]:
+                        break          # report progress before sending any further chunk
             now = time.monotonic()
-            send(w.tick(now))
             if w.stats.accepted != accepted:
                 accepted = w.stats.accepted
                 last = now
                 while marks and w.complete.mean() >= marks[0]:
                     _emit(event="progress", rank=cfg["rank"], frac=marks.pop(0))
-            elif now - last > stall:
+                    if cfg.get("hold_after_progress"):
+                        # the harness kills this worker on this event: stop here, so the
+                        # kill lands mid-job however fast the rest of the job would be
+                        while True:
+                            time.sleep(3600)
+            send(w.tick(now))
+            if now - last > stall:
                 out = w.outstanding()
                 slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
                 unit, what = ("block", "blocks") if cfg["protocol"] == "omnireduce" else ("index", "chunks")

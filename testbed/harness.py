@@ -141,6 +141,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
                "window": win, "timeout": rto, "max_timeout": max(1.0, 2 * rto), "stall_timeout": stall_timeout,
                "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port, "switch_mac": "02:00:00:00:00:fe",
                "switch_ip": "10.0.0.254", "switch_port": layout.udp_port_min, "progress": progress,
+               "hold_after_progress": fault == "kill-worker" and w.id == n - 1,
                "out": str(net.workdir / f"result-{w.id}.npy")}
         path = net.workdir / f"agent-{w.id}.json"
         path.write_text(json.dumps(cfg))
