@@ -33,8 +33,13 @@ stream runs on one slot and reacts only to that slot's results):
   (store zeros) is the empty share;
 * the exponent register uses the share domain as in ``protocol.py``: every
   packet, data or header-only, announces an exponent for its round;
-* the minnext register is a real 32-bit value; ``minnext_op``'s ``min``
-  (``ite(ugt(stored, nxt), nxt, stored)``) is evaluated on bit-vectors;
+* the minnext register holds a real offset: an unsigned 32-bit integer,
+  kept as a Z3 integer as the Z3 algebra keeps the counter (``ugt`` on
+  integers in 0..2**32-1 is the unsigned comparison, and ``min`` never
+  computes a new value, it only picks one of its operands, so no wrap-around
+  can occur).  ``minnext_op``'s ``min`` (``ite(ugt(stored, nxt), nxt,
+  stored)``) is evaluated on these terms.  The proof holds for every integer
+  offset, in particular for every 32-bit one;
 * network: any packet a worker ever sent may reach the switch any number of
   times in any order; any result may reach any worker late or twice.  No
   FIFO.  Workers accept only a result labelled with their outstanding round
@@ -92,7 +97,7 @@ PROPERTIES: dict[str, str] = {
 }
 
 DATA = z3.Function("omni_data", z3.IntSort(), z3.IntSort(), z3.BoolSort())
-NX = z3.Function("omni_next", z3.IntSort(), z3.IntSort(), z3.BitVecSort(32))
+NX = z3.Function("omni_next", z3.IntSort(), z3.IntSort(), z3.IntSort())
 
 
 def data_of(w: int, k):
@@ -150,7 +155,7 @@ class State:
                    chk=[I(f"{p}_chk{v}") for v in (0, 1)],
                    sh=[ShareVec.fresh(f"{p}_val{v}", n) for v in (0, 1)],
                    ex=[ShareVec.fresh(f"{p}_exp{v}", n) for v in (0, 1)],
-                   mn=[z3.BitVec(f"{p}_mn{v}", 32) for v in (0, 1)],
+                   mn=[z3.Int(f"{p}_mn{v}") for v in (0, 1)],
                    cur=[I(f"{p}_cur{w}") for w in range(n)],
                    avail=[B(f"{p}_avail{w}") for w in range(n)],
                    abad=[B(f"{p}_abad{w}") for w in range(n)],
@@ -192,7 +197,7 @@ def expected_sum(vec: ShareVec, k):
 def is_min(x, n: int, k, members: Callable[[int], Any] | None = None):
     """x is the minimum of NX(u, k) over the workers u with ``members(u)`` (all workers by default)."""
     mem = members or (lambda u: z3.BoolVal(True))
-    return z3.And(z3.And([z3.Implies(mem(u), z3.ULE(x, next_of(u, k))) for u in range(n)]),
+    return z3.And(z3.And([z3.Implies(mem(u), x <= next_of(u, k)) for u in range(n)]),
                   z3.Or([z3.And(mem(u), x == next_of(u, k)) for u in range(n)]))
 
 
@@ -229,6 +234,21 @@ class Path:
     ops: dict
 
 
+_FEASIBLE: dict[tuple, bool] = {}
+
+
+def _feasible_prefix(key: tuple, conds: list) -> bool:
+    """``_feasible`` memoised by (table, n, worker, copy, entry sequence so far).
+
+    Sound because every caller passes a state and a round of fresh variables
+    (``State.fresh``, a fresh ``k``): whether an entry sequence can be taken
+    at all then does not depend on which fresh names they have.
+    """
+    if key not in _FEASIBLE:
+        _FEASIBLE[key] = _feasible(conds)
+    return _FEASIBLE[key]
+
+
 def _feasible(conds: list) -> bool:
     sol = z3.Solver()
     sol.set("timeout", 2_000)
@@ -251,6 +271,7 @@ def table_paths(cfg: OmniConfig, s: State, w: int, v: int, k, prune: bool = Fals
     reg0 = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
             "carried": vals, "exp": s.ex[v], "exp_carried": ann, "mn": s.mn[v], "mn_carried": nxt}
     paths = [Path([], reg0, {"data": z3.If(data, z3.IntVal(1), z3.IntVal(0))}, {})]
+    memo = (repr(cfg.table), n, w, v)
     for stp in cfg.table["steps"]:
         role = stp["role"]
         nxt_paths: list[Path] = []
@@ -263,7 +284,7 @@ def table_paths(cfg: OmniConfig, s: State, w: int, v: int, k, prune: bool = Fals
                 if any(z3.is_false(t) for t in taken):
                     continue
                 cond = pa.cond + [t for t in taken if not z3.is_true(t)]
-                if prune and taken and not _feasible(cond):
+                if prune and taken and not _feasible_prefix(memo + tuple(pa.ops.values()) + (op,), cond):
                     continue
                 reg, obs = dict(pa.reg), dict(pa.obs)
                 y = None
@@ -331,7 +352,7 @@ def _ite_vec(c, a: ShareVec, b: ShareVec) -> ShareVec:
 
 def switch_step(cfg: OmniConfig, s: State, w: int, v: int, k):
     """The paths merged by their conditions (exclusive and exhaustive, so the last is the default)."""
-    cases = switch_cases(cfg, s, w, v, k)
+    cases = switch_cases(cfg, s, w, v, k, prune=True)
     _, _, post, info = cases[-1]
     post = post.clone()
     info = dict(info)
@@ -400,7 +421,12 @@ def transition_cases(cfg: OmniConfig, s: State, ev: Event, k):
     """The event split by table path: [(guard, path label, post-state, checks)]."""
     if ev.kind != "deliver":
         guard, post, checks = _receive(cfg, s, ev)
-        return [(guard, "", post, checks)]
+        w = ev.worker
+        # split on whether the worker becomes the newest one, so the new top is a plain term in each case
+        newest, behind = post.clone(), post.clone()
+        newest.top, behind.top = s.cur[w] + 1, s.top
+        return [(z3.And(guard, s.cur[w] + 1 > s.top), "newest", newest, checks),
+                (z3.And(guard, s.cur[w] + 1 <= s.top), "behind", behind, checks)]
     out = []
     for label, cond, post, info in switch_cases(cfg, s, ev.worker, ev.copy, k, prune=True):
         guard, post, checks = _deliver(cfg, s, ev, k, post, info)
@@ -530,6 +556,7 @@ class InductionResult:
     failed_event: str | None = None
     properties: dict[str, str] = field(default_factory=dict)   # proved | cti | unknown
     times: dict[str, float] = field(default_factory=dict)
+    clause_times: dict[str, float] = field(default_factory=dict)   # invariant clause -> seconds
     queries: int = 0
 
     @property
@@ -586,6 +613,7 @@ def prove(cfg: OmniConfig) -> InductionResult:
                 for g in _goals(c, dp):
                     r, dt = _query(hyp, g)
                     res.times["invariant"] += dt
+                    res.clause_times[c.name] = res.clause_times.get(c.name, 0.0) + dt
                     res.queries += 1
                     if r != z3.unsat and res.inductive:
                         res.inductive, res.failed_clause, res.failed_event = False, c.name, where
@@ -656,6 +684,7 @@ def bmc(cfg: OmniConfig, depth: int = BMC_DEPTH, props: list[str] | None = None)
         nxt = State.fresh(f"b{i + 1}", cfg.n)
         ev, k = z3.Int(f"ev{i}"), z3.Int(f"k{i}")
         sol.add(ev >= 0, ev < len(events))
+        sol.add([z3.And(next_of(w, k) >= 0, next_of(w, k) <= NONE_OFFSET) for w in range(cfg.n)])
         viol, step_info = [], []
         for j, e in enumerate(events):
             guard, post, checks, info = transition(cfg, s, e, k)
