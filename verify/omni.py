@@ -219,8 +219,12 @@ def events_for(cfg: OmniConfig, w: int) -> list[Event]:
 def _select(keys: list[str], rules: list[dict], obs: dict[str, Any], label: Callable[[dict], Any]):
     """Group a step's expanded const entries by what they select: {selection: condition}, in entry order."""
     groups: dict[Any, list] = {}
+    eqs: dict[tuple[str, str], Any] = {}
     for combo, rule in decision.expand(keys, rules):
-        cond = z3.And([obs[key] == decision.CODES[key][val] for key, val in combo.items()])
+        for key, val in combo.items():
+            if (key, val) not in eqs:
+                eqs[key, val] = obs[key] == decision.CODES[key][val]
+        cond = z3.And([eqs[key, val] for key, val in combo.items()])
         groups.setdefault(label(rule), []).append(cond)
     return {sel: (conds[0] if len(conds) == 1 else z3.Or(conds)) for sel, conds in groups.items()}
 
@@ -451,9 +455,14 @@ class Derived:
         self.cfg, self.s, self.n = cfg, s, cfg.n
         self.M = s.top
         self.all = z3.BitVecVal((1 << self.n) - 1, WORD)
+        self._bits: dict[tuple[int, int], Any] = {}
 
     def bit(self, v: int, w: int):
-        return z3.simplify(z3.Extract(w, w, self.s.bm[v])) == 1
+        # simplify pushes the extraction through the op selection, so a bit an event does not touch stays the
+        # very same term
+        if (v, w) not in self._bits:
+            self._bits[v, w] = z3.simplify(z3.Extract(w, w, self.s.bm[v])) == 1
+        return self._bits[v, w]
 
     def per_copy(self, f: Callable[[int, int], Any]):
         """f(p, q) for the copy p = M mod 2 of the newest round and the other copy q."""
@@ -556,7 +565,7 @@ class InductionResult:
     failed_event: str | None = None
     properties: dict[str, str] = field(default_factory=dict)   # proved | cti | unknown
     times: dict[str, float] = field(default_factory=dict)
-    clause_times: dict[str, float] = field(default_factory=dict)   # invariant clause -> seconds
+    clause_times: dict[str, float] = field(default_factory=dict)   # invariant clause or property -> seconds
     queries: int = 0
 
     @property
@@ -577,8 +586,39 @@ def _query(hyp, goal) -> tuple[z3.CheckSatResult, float]:
     return r, time.perf_counter() - t0
 
 
-def prove(cfg: OmniConfig) -> InductionResult:
-    """Inductive proof of every property of :data:`PROPERTIES` for ``cfg`` (worker 0's events, by symmetry)."""
+def _check_all(hyp, goals: list[tuple[str, Any]], res: InductionResult, combine: bool) -> list[str]:
+    """Names of the goals ``hyp`` does not imply (one query per goal; with ``combine`` first one query for all).
+
+    Time goes to ``res.clause_times`` per name (a combined query's time is shared out equally).
+    """
+    goals = [(name, g) for name, g in goals if not z3.is_true(z3.simplify(g))]
+    if not goals:
+        return []
+    if combine and len(goals) > 1:
+        r, dt = _query(hyp, z3.And([g for _, g in goals]))
+        res.queries += 1
+        for name, _ in goals:
+            res.clause_times[name] = res.clause_times.get(name, 0.0) + dt / len(goals)
+        if r == z3.unsat:
+            return []
+    failed = []
+    for name, g in goals:
+        r, dt = _query(hyp, g)
+        res.queries += 1
+        res.clause_times[name] = res.clause_times.get(name, 0.0) + dt
+        if r != z3.unsat and name not in failed:
+            failed.append(name)
+    return failed
+
+
+def prove(cfg: OmniConfig, combine: bool = True) -> InductionResult:
+    """Inductive proof of every property of :data:`PROPERTIES` for ``cfg`` (worker 0's events, by symmetry).
+
+    Each base case and each (event, table path) of worker 0 is one query for
+    all invariant clauses and one for all properties; only when such a query
+    is not unsat (or ``combine`` is off) is every clause, resp. property,
+    asked on its own, which names what fails.
+    """
     if not 2 <= cfg.n <= MAX_N:
         raise ValueError(f"n={cfg.n}: the model covers 2..{MAX_N} workers (one bitmap word)")
     res = InductionResult(cfg.n, True)
@@ -593,38 +633,28 @@ def prove(cfg: OmniConfig) -> InductionResult:
     clauses = omni_invariant()
     s = State.fresh("s", cfg.n)
     d = Derived(cfg, s)
+
+    def clause_goals(dd: Derived):
+        return [(c.name, g) for c in clauses for g in _goals(c, dd)]
+
     base = z3.And(init_state(s), *popcount_lemmas(cfg.n, s.bm, []))
-    for c in clauses:
-        for g in _goals(c, d):
-            r, dt = _query(base, g)
-            res.times["invariant"] += dt
-            res.queries += 1
-            if r != z3.unsat and res.inductive:
-                res.inductive, res.failed_clause, res.failed_event = False, c.name, "initial state"
+    failed = _check_all(base, clause_goals(d), res, combine)
+    if failed:
+        res.inductive, res.failed_clause, res.failed_event = False, failed[0], "initial state"
     inv = z3.And(_inv_all(clauses, d))
     status = {p: "proved" for p in PROPERTIES}
     k = z3.Int("k")
     for ev in events_for(cfg, 0):
         for guard, label, post, checks in transition_cases(cfg, s, ev, k):
-            dp = Derived(cfg, post)
             where = f"{ev.kind}(worker 0, copy {ev.copy}{'; ' + label if label else ''})"
             hyp = z3.And(guard, inv, *popcount_lemmas(cfg.n, s.bm, post.bm))
-            for c in clauses:
-                for g in _goals(c, dp):
-                    r, dt = _query(hyp, g)
-                    res.times["invariant"] += dt
-                    res.clause_times[c.name] = res.clause_times.get(c.name, 0.0) + dt
-                    res.queries += 1
-                    if r != z3.unsat and res.inductive:
-                        res.inductive, res.failed_clause, res.failed_event = False, c.name, where
-            for p in PROPERTIES:
-                if z3.is_true(z3.simplify(checks[p])):
-                    continue
-                r, dt = _query(hyp, checks[p])
-                res.times[p] += dt
-                res.queries += 1
-                if r != z3.unsat:
-                    status[p] = "cti"
+            failed = _check_all(hyp, clause_goals(Derived(cfg, post)), res, combine)
+            if failed and res.inductive:
+                res.inductive, res.failed_clause, res.failed_event = False, failed[0], where
+            for p in _check_all(hyp, [(p, checks[p]) for p in PROPERTIES], res, combine):
+                status[p] = "cti"
+    for name, dt in res.clause_times.items():
+        res.times[name if name in PROPERTIES else "invariant"] += dt
     for p in PROPERTIES:
         res.properties[p] = status[p] if res.inductive else "unknown"
     return res
