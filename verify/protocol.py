@@ -42,8 +42,9 @@ stands for its contribution, and ``exponent_op``'s max covers the
 contributions of both operands.
 
 Proof: plain induction with a strengthening invariant (init => Inv; Inv and
-one event => Inv'), one fresh solver query per clause, and each property as
-a query on Inv and one event.  A delivery is split by its path through the
+one event => Inv'), one solver query per clause (a push/pop scope on a
+solver holding the hypothesis of that event path), and each property as a
+query on Inv and one event.  A delivery is split by its path through the
 table (:class:`Path`: the entry selections, exclusive and exhaustive, so the
 split is a tautology); along a path the register updates are straight-line
 terms.  The counter clauses use popcount as an uninterpreted function; each
@@ -651,14 +652,27 @@ class InductionResult:
         return self.inductive and all(v == "proved" for v in self.properties.values())
 
 
-def _query(hyp, goal) -> tuple[z3.CheckSatResult, float]:
-    """One fresh solver query: does ``hyp`` (one formula) imply ``goal``?  (unsat of hyp and not goal.)"""
-    sol = z3.Solver()
-    sol.set("timeout", QUERY_TIMEOUT_MS)
-    sol.add(hyp, z3.Not(goal))
-    t0 = time.perf_counter()
-    r = sol.check()
-    return r, time.perf_counter() - t0
+class _Hyp:
+    """One solver holding a query's hypothesis (invariant, guard, path, lemma instances).
+
+    Each goal is one check in its own push/pop scope, so the queries of an
+    event path share the solver's work on the hypothesis, and no goal sees
+    another goal's negation.
+    """
+
+    def __init__(self, hyp):
+        self.sol = z3.Solver()
+        self.sol.set("timeout", QUERY_TIMEOUT_MS)
+        self.sol.add(hyp)
+
+    def query(self, goal) -> tuple[z3.CheckSatResult, float]:
+        """Does the hypothesis imply ``goal``?  (unsat of hypothesis and not goal.)"""
+        self.sol.push()
+        self.sol.add(z3.Not(goal))
+        t0 = time.perf_counter()
+        r = self.sol.check()
+        self.sol.pop()
+        return r, time.perf_counter() - t0
 
 
 def prove(cfg: ModelConfig) -> InductionResult:
@@ -678,10 +692,10 @@ def prove(cfg: ModelConfig) -> InductionResult:
         res.properties = {p: "unknown" for p in PROPERTIES}
         return res
     # base case
-    base = z3.And(init_state(s), off_axiom(off, cfg.slots), *popcount_lemmas(cfg.n, s.bm, []))
+    base = _Hyp(z3.And(init_state(s), off_axiom(off, cfg.slots), *popcount_lemmas(cfg.n, s.bm, [])))
     for c in clauses:
         for g in _goals(c, d):
-            r, dt = _query(base, g)
+            r, dt = base.query(g)
             res.times["invariant"] += dt
             res.queries += 1
             if r != z3.unsat and res.inductive:
@@ -693,10 +707,10 @@ def prove(cfg: ModelConfig) -> InductionResult:
         for guard, label, post, checks in transition_cases(cfg, s, off, ev, k):
             dp = Derived(cfg, post, off)
             where = f"{ev.kind}(worker 0, copy {ev.copy}{'; ' + label if label else ''})"
-            hyp = z3.And(off_axiom(off, cfg.slots), guard, inv, *popcount_lemmas(cfg.n, s.bm, post.bm))
+            hyp = _Hyp(z3.And(off_axiom(off, cfg.slots), guard, inv, *popcount_lemmas(cfg.n, s.bm, post.bm)))
             for c in clauses:
                 for g in _goals(c, dp):
-                    r, dt = _query(hyp, g)
+                    r, dt = hyp.query(g)
                     res.times["invariant"] += dt
                     res.queries += 1
                     if r != z3.unsat and res.inductive:
@@ -704,7 +718,7 @@ def prove(cfg: ModelConfig) -> InductionResult:
             for p in PROPERTIES:
                 if z3.is_true(z3.simplify(checks[p])):
                     continue
-                r, dt = _query(hyp, checks[p])
+                r, dt = hyp.query(checks[p])
                 res.times[p] += dt
                 res.queries += 1
                 if r != z3.unsat:
