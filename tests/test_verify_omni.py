@@ -95,3 +95,9 @@ def test_mutant_refuted(mutant):
         result = cex.rows[-1].action.split("next=")[1].split()[0].rstrip(",")
         nums = [int(x) for x in announced if x != "none"]
         assert nums and result != str(min(nums))
+
+
+def test_mutant_is_not_proved():
+    # the induction is not vacuous: a broken worker behaviour breaks it
+    res = omni.prove(omni.mutant_config(omni.MUTANTS[2], 2))
+    assert omni.MUTANTS[2].name == "omni_no_shadow_copy" and not res.proved and not res.inductive

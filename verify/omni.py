@@ -75,6 +75,7 @@ from .z3alg import EMPTY, ONE, Share, ShareVec, Z3, Z3Algebra
 
 QUERY_TIMEOUT_MS = 120_000
 BMC_DEPTH = 10
+FAILURE_BMC_DEPTH = 6   # per property after a failed induction (a property that holds costs the full depth)
 MAX_N = WORD            # one bitmap word
 NONE_OFFSET = 0xFFFFFFFF
 JUNK = 3                # share state: what a value op reads from a header-only packet
@@ -943,14 +944,14 @@ def run_omnireduce(plan, *, workers: list[int] | None = None, mutants: bool = Fa
                if not failed.inductive else "property not implied by the invariant")
         for p in PROPERTIES:
             t0 = time.perf_counter()
-            cex = None if failed.properties.get(p) == "proved" else bmc(cfg, BMC_DEPTH, [p])
+            cex = None if failed.properties.get(p) == "proved" else bmc(cfg, FAILURE_BMC_DEPTH, [p])
             dt = time.perf_counter() - t0 + times[p] + share
             if cex is not None:
                 row = _row(p, "COUNTEREXAMPLE", dt, [n], f"{cex.steps} steps", cex)
             elif failed.properties.get(p) == "proved":
                 row = _row(p, "NOT PROVED", dt, [n], f"{why}; no violation of this property")
             else:
-                row = _row(p, "NOT PROVED", dt, [n], f"{why}; no counterexample within {BMC_DEPTH} steps")
+                row = _row(p, "NOT PROVED", dt, [n], f"{why}; no counterexample within {FAILURE_BMC_DEPTH} steps")
             rows.append(row)
             _print_row(out, row, cex)
     if len(pns) < len(ns):
