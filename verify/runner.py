@@ -40,6 +40,20 @@ class PropertyLine:
 
 
 @dataclass
+class _RowLine:
+    """A property result that arrives as its JSON row (the OmniReduce model's results)."""
+
+    row: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return self.row["status"]
+
+    def to_json(self) -> dict[str, Any]:
+        return self.row
+
+
+@dataclass
 class VerifyReport:
     variant: str
     fifo: bool
@@ -129,6 +143,17 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
 
     # protocol
     pns = [n for n in ns if n <= MAX_PROTOCOL_N]
+    if plan.data.get("protocol") == "omnireduce":
+        from . import omni
+
+        for row in omni.run_omnireduce(plan, workers=pns, mutants=mutants, out=out):
+            if "mutant" in row:
+                rep.mutants.append(row)
+            else:
+                rep.lines.append(_RowLine(row))
+        rep.seconds = time.perf_counter() - t_start
+        out(f"{'verified' if rep.ok else 'FAILED'} in {rep.seconds:.1f}s")
+        return rep
     lines = _protocol_lines(table, pns, fifo, slots, w)
     for l in lines:
         rep.lines.append(l)
