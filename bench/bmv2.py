@@ -107,7 +107,7 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="p4gen-bmv2-bench-"))
     out = tmp / "build"
-    r = sh("p4gen", "build", "--target", "bmv2", "--slots", str(a.slots), "--elements", str(a.elements),
+    r = sh(sys.executable, "-m", "p4gen.cli", "build", "--target", "bmv2", "--slots", str(a.slots), "--elements", str(a.elements),
            "--workers", "2", "--variant", "hardened", "--compile", "--out", str(out), check=False)
     if r.returncode != 0:
         print(r.stdout, r.stderr, file=sys.stderr)

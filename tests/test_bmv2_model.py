@@ -21,6 +21,7 @@ import select
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -325,7 +326,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_bmv2_matches_model(variant, tmp_path):
     out = tmp_path / "build"
-    r = _sh("p4gen", "build", "--target", "bmv2", "--slots", "16", "--elements", "8", "--workers", "4",
+    r = _sh(sys.executable, "-m", "p4gen.cli", "build", "--target", "bmv2", "--slots", "16", "--elements", "8", "--workers", "4",
             *VARIANTS[variant], "--compile", "--no-cache", "--out", str(out), check=False)
     assert r.returncode == 0, f"p4gen build failed: {r.stdout}\n{r.stderr}"
     program = out / "program.json"
