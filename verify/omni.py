@@ -70,7 +70,8 @@ import z3
 
 from p4gen import decision, ops
 
-from .protocol import POPCOUNT, WORD, popcount_lemmas, prove_popcount_lemmas
+from . import protocol
+from .protocol import POPCOUNT, WORD, TraceRow, popcount_lemmas, prove_popcount_lemmas
 from .z3alg import EMPTY, ONE, Share, ShareVec, Z3, Z3Algebra
 
 QUERY_TIMEOUT_MS = 120_000
@@ -664,41 +665,11 @@ def prove(cfg: OmniConfig, combine: bool = True) -> InductionResult:
 # ---------------------------------------------------------------------------
 # bounded model checking: concrete traces from the initial state
 
-@dataclass
-class TraceRow:
-    step: int
-    worker: int
-    slot: int
-    copy: int
-    chunk: int          # the round's tsi
-    event: str
-    action: str
+class Counterexample(protocol.Counterexample):
+    """A trace of the OmniReduce model; the same table as SwitchML's, with this model's properties."""
 
-
-@dataclass
-class Counterexample:
-    prop: str
-    n: int
-    rows: list[TraceRow]
-    note: str = ""
-
-    @property
-    def steps(self) -> int:
-        return len(self.rows)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"property": self.prop, "n": self.n, "steps": self.steps, "note": self.note,
-                "trace": [r.__dict__ for r in self.rows]}
-
-    def format(self) -> list[str]:
-        head = ("step", "worker", "slot", "copy", "chunk/tsi", "event", "switch action")
-        rows = [head] + [(str(r.step), str(r.worker), str(r.slot), str(r.copy), str(r.chunk), r.event, r.action)
-                         for r in self.rows]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-        out = ["  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-        out.insert(1, "  " + "  ".join("-" * wd for wd in widths))
-        out.append(f"  violates {self.prop}: {PROPERTIES[self.prop]}" + (f" ({self.note})" if self.note else ""))
-        return out
+    def describe(self, prop: str) -> str:
+        return PROPERTIES[prop]
 
 
 def bmc(cfg: OmniConfig, depth: int = BMC_DEPTH, props: list[str] | None = None) -> Counterexample | None:

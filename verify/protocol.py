@@ -764,8 +764,12 @@ class Counterexample:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         out = ["  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
         out.insert(1, "  " + "  ".join("-" * wd for wd in widths))
-        out.append(f"  violates {self.prop}: {PROPERTIES[self.prop]}" + (f" ({self.note})" if self.note else ""))
+        out.append(f"  violates {self.prop}: {self.describe(self.prop)}" + (f" ({self.note})" if self.note else ""))
         return out
+
+    def describe(self, prop: str) -> str:
+        """The one-line statement of ``prop`` (models with their own properties override this)."""
+        return PROPERTIES[prop]
 
 
 def bmc(cfg: ModelConfig, depth: int = 12, props: list[str] | None = None) -> Counterexample | None:
