@@ -179,12 +179,17 @@ class OmniWorker(Worker):
         self.bytes_sent += sum(len(f) - self._hoff for f in out)
         return out
 
-    def receive(self, frame, now: float = 0.0) -> list[bytes]:
-        """One frame from the switch; the frames to send in response."""
+    def _parse(self, frame):
         try:
-            r = self.frames.parse_result(frame)
+            return self.frames.parse_result(frame)
         except PacketError:
             self.stats.malformed += 1
+            return None
+
+    def receive(self, frame, now: float = 0.0) -> list[bytes]:
+        """One frame from the switch; the frames to send in response."""
+        r = self._parse(frame)
+        if r is None:
             return []
         if r.job != self.job:
             self.stats.ignored += 1

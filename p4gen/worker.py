@@ -173,12 +173,18 @@ class Worker:
                 out.append(self._send(j, t, now, True))
         return out
 
-    def receive(self, frame, now: float = 0.0) -> list[bytes]:
-        """One frame from the switch; the frames to send in response."""
+    def _parse(self, frame):
+        """The result carried by ``frame``, or None (counted as malformed)."""
         try:
-            r = parse_result(self.layout, frame)
+            return parse_result(self.layout, frame)
         except PacketError:
             self.stats.malformed += 1
+            return None
+
+    def receive(self, frame, now: float = 0.0) -> list[bytes]:
+        """One frame from the switch; the frames to send in response."""
+        r = self._parse(frame)
+        if r is None:
             return []
         if r.job != self.job:
             self.stats.ignored += 1

@@ -101,38 +101,17 @@ class FastWorker(Worker):
         return self.layout.struct.pack(*u) + payload + bytes(self._tail)
 
     # -- results --------------------------------------------------------------
-    def receive(self, frame, now: float = 0.0) -> list[bytes]:
+    def _parse(self, frame):
         L = self.layout
         if len(frame) < L.frame_len:
             self.stats.malformed += 1
-            return []
+            return None
         u = L.struct.unpack_from(frame)
         g = self._get
         if g["ethernet.ether_type"](u) != ETHERTYPE_IPV4 or g["agg.msg_type"](u) != self._msg_result:
             self.stats.malformed += 1
-            return []
-        r = _Res(g["agg.job"](u), g["agg.tsi"](u), g["agg.pool_index"](u), g["agg.exponent"](u), frame)
-        # from here on: the checks of Worker.receive, unchanged
-        if r.job != self.job:
-            self.stats.ignored += 1
-            return []
-        j = r.pool_index & ((1 << self.slot_bits) - 1)
-        if j >= len(self._slots):
-            self.stats.ignored += 1
-            return []
-        s = self._slots[j]
-        t = s.t
-        if t < 0 or r.tsi != ((self.tsi_base + t) & 0xFFFFFFFF) or r.pool_index != self.pool_index(t):
-            self.stats.ignored += 1
-            return []
-        self._accept(t, r)
-        self.stats.accepted += 1
-        nxt = self._next_on_slot(j, t)
-        if nxt < 0:
-            s.t = -1
-            s.frame = b""
-            return []
-        return [self._send(j, nxt, now, True)]
+            return None
+        return _Res(g["agg.job"](u), g["agg.tsi"](u), g["agg.pool_index"](u), g["agg.exponent"](u), frame)
 
     def _accept(self, t: int, r) -> None:
         L = self.layout

@@ -71,7 +71,9 @@ import z3
 from p4gen import decision, ops
 
 from . import protocol
-from .protocol import POPCOUNT, WORD, TraceRow, popcount_lemmas, prove_popcount_lemmas
+from .mutants import _set_op
+from .protocol import POPCOUNT, WORD, Clause, TraceRow, _feasible, _goals, _select, popcount_lemmas, prove_popcount_lemmas
+from .runner import _ns_text
 from .z3alg import EMPTY, ONE, Share, ShareVec, Z3, Z3Algebra
 
 QUERY_TIMEOUT_MS = 120_000
@@ -218,19 +220,6 @@ def events_for(cfg: OmniConfig, w: int) -> list[Event]:
     return ev
 
 
-def _select(keys: list[str], rules: list[dict], obs: dict[str, Any], label: Callable[[dict], Any]):
-    """Group a step's expanded const entries by what they select: {selection: condition}, in entry order."""
-    groups: dict[Any, list] = {}
-    eqs: dict[tuple[str, str], Any] = {}
-    for combo, rule in decision.expand(keys, rules):
-        for key, val in combo.items():
-            if (key, val) not in eqs:
-                eqs[key, val] = obs[key] == decision.CODES[key][val]
-        cond = z3.And([eqs[key, val] for key, val in combo.items()])
-        groups.setdefault(label(rule), []).append(cond)
-    return {sel: (conds[0] if len(conds) == 1 else z3.Or(conds)) for sel, conds in groups.items()}
-
-
 @dataclass
 class Path:
     """One entry sequence through the register steps (exclusive and exhaustive, as in ``protocol.Path``)."""
@@ -253,13 +242,6 @@ def _feasible_prefix(key: tuple, conds: list) -> bool:
     if key not in _FEASIBLE:
         _FEASIBLE[key] = _feasible(conds)
     return _FEASIBLE[key]
-
-
-def _feasible(conds: list) -> bool:
-    sol = z3.Solver()
-    sol.set("timeout", 2_000)
-    sol.add(conds)
-    return sol.check() != z3.unsat
 
 
 def table_paths(cfg: OmniConfig, s: State, w: int, v: int, k, prune: bool = False) -> list[Path]:
@@ -443,13 +425,6 @@ def transition_cases(cfg: OmniConfig, s: State, ev: Event, k):
 # ---------------------------------------------------------------------------
 # strengthening invariant (the hardened SwitchML invariant, plus data-dependent shares and the minimum)
 
-@dataclass(frozen=True)
-class Clause:
-    name: str
-    per_worker: bool
-    fn: Callable[..., Any]
-
-
 class Derived:
     """Terms derived from a state; M is the ghost ``top`` (the newest round any worker is on)."""
 
@@ -551,12 +526,6 @@ def _inv_all(clauses: list[Clause], d: Derived) -> list:
     for c in clauses:
         out += [c.fn(d, w) for w in range(d.n)] if c.per_worker else [c.fn(d)]
     return out
-
-
-def _goals(c: Clause, d: Derived) -> list:
-    if not c.per_worker:
-        return [c.fn(d)]
-    return [c.fn(d, w) for w in sorted({0, min(1, d.n - 1)})]
 
 
 @dataclass
@@ -756,14 +725,6 @@ def _extract(cfg, m, states, evs, ks, infos, events, props) -> Counterexample:
 # ---------------------------------------------------------------------------
 # mutants: broken decision tables and worker behaviours the model must refute
 
-def _set_op(table: dict[str, Any], role: str, old: str, new: str) -> dict[str, Any]:
-    t = _copy.deepcopy(table)
-    for r in decision.step(t, role)["rules"]:
-        if r["op"] == old:
-            r["op"] = new
-    return t
-
-
 def _header_only_adds(table: dict[str, Any]) -> dict[str, Any]:
     """The values step adds whatever a packet carries, data header or not (add rules ignore ``data``)."""
     t = _copy.deepcopy(table)
@@ -824,12 +785,6 @@ def mutant_config(m: OmniMutant, n: int = 2, table: dict[str, Any] | None = None
 
 # ---------------------------------------------------------------------------
 # entry point
-
-def _ns_text(ns: list[int]) -> str:
-    if ns and ns == list(range(ns[0], ns[-1] + 1)) and len(ns) > 2:
-        return f"n={ns[0]}..{ns[-1]}"
-    return "n=" + ",".join(map(str, ns))
-
 
 def _row(name: str, status: str, seconds: float, ns: list[int], detail: str = "",
          cex: Counterexample | None = None) -> dict[str, Any]:

@@ -181,10 +181,14 @@ def events_for(cfg: ModelConfig, w: int) -> list[Event]:
 
 
 def _select(keys: list[str], rules: list[dict], obs: dict[str, Any], label: Callable[[dict], Any]):
-    """Group the expanded entries of a step by what they select; return {selection: condition}."""
+    """Group a step's expanded const entries by what they select: {selection: condition}, in entry order."""
     groups: dict[Any, list] = {}
+    eqs: dict[tuple[str, str], Any] = {}
     for combo, rule in decision.expand(keys, rules):
-        cond = z3.And([obs[k] == decision.CODES[k][val] for k, val in combo.items()])
+        for key, val in combo.items():
+            if (key, val) not in eqs:
+                eqs[key, val] = obs[key] == decision.CODES[key][val]
+        cond = z3.And([eqs[key, val] for key, val in combo.items()])
         groups.setdefault(label(rule), []).append(cond)
     return {sel: (conds[0] if len(conds) == 1 else z3.Or(conds)) for sel, conds in groups.items()}
 

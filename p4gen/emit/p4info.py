@@ -18,8 +18,10 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
     prefix = d["p4names"]["prefix"]
     ctl = {"ingress": d["p4names"]["ingress"], "egress": d["p4names"]["egress"]}
 
-    def fq(scope: str, name: str) -> str:
-        return f"{prefix}{ctl[scope]}.{name}"
+    def preamble(entity, item: dict, scope: str) -> None:
+        entity.preamble.id = item["id"]
+        entity.preamble.name = f"{prefix}{ctl[scope]}.{item['name']}"
+        entity.preamble.alias = item["name"]
 
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = plan.arch
@@ -28,9 +30,7 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
     actions = {a["name"]: a for a in d["actions"]}
     for t in d["tables"]:
         pt = info.tables.add()
-        pt.preamble.id = t["id"]
-        pt.preamble.name = fq(t["scope"], t["name"])
-        pt.preamble.alias = t["name"]
+        preamble(pt, t, t["scope"])
         for i, k in enumerate(t["keys"], start=1):
             mf = pt.match_fields.add()
             mf.id = i
@@ -46,9 +46,7 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
             pt.is_const_table = True
     for a in d["actions"]:
         pa = info.actions.add()
-        pa.preamble.id = a["id"]
-        pa.preamble.name = fq(a["scope"], a["name"])
-        pa.preamble.alias = a["name"]
+        preamble(pa, a, a["scope"])
         for i, prm in enumerate(a["params"], start=1):
             pp = pa.params.add()
             pp.id = i
@@ -56,16 +54,12 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
             pp.bitwidth = prm["bits"]
     for cnt in d["counters"]:
         pc = info.counters.add()
-        pc.preamble.id = cnt["id"]
-        pc.preamble.name = fq(cnt["scope"], cnt["name"])
-        pc.preamble.alias = cnt["name"]
+        preamble(pc, cnt, cnt["scope"])
         pc.spec.unit = p4info_pb2.CounterSpec.BOTH
         pc.size = cnt["size"]
     for r in d["registers"]:
         pr = info.registers.add()
-        pr.preamble.id = r["id"]
-        pr.preamble.name = fq("ingress", r["name"])
-        pr.preamble.alias = r["name"]
+        preamble(pr, r, "ingress")
         pr.type_spec.bitstring.bit.bitwidth = r["entry_bits"]
         pr.size = r["entries"]
     return info
