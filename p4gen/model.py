@@ -32,6 +32,7 @@ from __future__ import annotations
 import copy as _copy
 import json
 import operator
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -991,6 +992,12 @@ class SwitchModel:
             units.append((off, {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8"}.get(code, f"V{size}")))
             off += size
         self._units = units
+        self._gvec: dict[int, _GroupVec] = {}
+        # byte offsets of the fields a result rewrites (whole units of the sizes below)
+        fields = (self._i_eth_dst, self._i_eth_src, self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport)
+        if [L.unit_sizes[i] for i in fields] != [6, 6, 4, 4, 2, 2]:
+            return
+        self._rw = tuple(units[i][0] for i in fields) + (self._ip_off, L.ipv4_len, self._ck_off)
         key_subs = self._wkey_sub
         if any(s.raw for s in key_subs):
             return
@@ -1042,24 +1049,16 @@ class SwitchModel:
         indexed by one mixed-radix int ``o`` (so per packet and step one list
         read picks the operation); the operations are inlined from the
         FAST_KERNELS semantics, with a branch only for the ops the table uses
-        in that step.  Returns ``loop(sc, slot, copy, word, mask, n, tsi,
-        exp, data, nxt) -> (final observation codes, exponents out, next offsets out)``;
-        the outcome and the values op follow from the final code by table
-        look-ups (numpy) in :meth:`_process_batch_vec`.
+        in that step.  The loop takes the int lists it reads, named in
+        ``self._vec_inputs`` (of ``_VEC_INPUTS``), and returns the lists of
+        final observation codes, then of exponents out and next offsets out
+        when a step sets them; the outcome and the values op follow from the
+        final code by table look-ups (numpy) in :meth:`_process_batch_vec`.
         """
         C = ops
         env: dict[str, Any] = {}
         roles = [r for r, _ in self._chain]
-        src = ["def loop(sc_l, slot_l, copy_l, word_l, mask_l, n_l, tsi_l, exp_l, data_l, nxt_l):",
-               "    O = []; E = []; N = []",
-               "    aO = O.append; aE = E.append; aN = N.append",
-               "    for sc, slot, copy, word, mask, n, tsi, exp, data, nxt in zip(sc_l, slot_l, copy_l, word_l, "
-               "mask_l, n_l, tsi_l, exp_l, data_l, nxt_l):",
-               "        o = data" if self._omni else "        o = 0"]
-        if "exponent" not in roles:
-            src.append("        e_out = exp")
-        if "minnext" not in roles:
-            src.append("        n_out = nxt")
+        src = ["        o = data" if self._omni else "        o = 0"]
         prior = ["data"] if self._omni else []
         radix = {name: len(dmod.OBSERVATIONS[name]) for name in dmod.OBSERVATIONS}
 
@@ -1139,8 +1138,7 @@ class SwitchModel:
                     "nop": ["n_out = nxt"]})
             elif role == "bitmap" and len(self._bm) == 1:
                 env["bm0"], env["bm1"], env["bmf"] = self._bm[0][0], self._bm[0][1], self._bm_full[0]
-                src += ["        m = mask if word == 0 else 0",
-                        "        if copy:", "            t_l = bm1; o_l = bm0",
+                src += ["        if copy:", "            t_l = bm1; o_l = bm0",
                         "        else:", "            t_l = bm0; o_l = bm1"]
                 src += branches(K, used, {
                     "set_clear": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m",
@@ -1160,7 +1158,7 @@ class SwitchModel:
                 raise ModelError(f"no batch execution for register role {role!r}")
             step = self.decision["steps"][si]
             if step["yields"]:
-                src.append(f"        o = o * {radix[step['yields']]} + y")
+                src.append(f"        o = o * {radix[step['yields']]} + y" if prior else "        o = y")
                 prior.append(step["yields"])
         # the values op from the final code: drop the digits of the observations made after the values step
         div = 1
@@ -1170,9 +1168,25 @@ class SwitchModel:
         self._vec_vop = env.get("VOP")
         self._vec_oa = np.array(table(self._outcome, lambda v: v[0]), dtype=np.int8)
         self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
-        src += ["        aO(o); aE(e_out); aN(n_out)", "    return O, E, N"]
-        exec(compile("\n".join(src), "<p4gen decision loop>", "exec"), env)   # noqa: S102 (built from the plan)
+        # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
+        # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
+        body = "\n".join(src)
+        self._vec_inputs = [x for x in self._VEC_INPUTS if re.search(rf"\b{x}\b", body)]
+        self._vec_has_e, self._vec_has_n = "exponent" in roles, "minnext" in roles
+        outs = ["O"] + (["E"] if self._vec_has_e else []) + (["N"] if self._vec_has_n else [])
+        var = {"O": "o", "E": "e_out", "N": "n_out"}
+        args = ", ".join(f"{x}_l" for x in self._vec_inputs)
+        names = ", ".join(self._vec_inputs)
+        head = [f"def loop({args}):",
+                "    " + "; ".join(f"{o} = []" for o in outs),
+                "    " + "; ".join(f"a{o} = {o}.append" for o in outs),
+                f"    for {names} in zip({args}):" if len(self._vec_inputs) > 1 else f"    for {names} in {args}:"]
+        tail = ["        " + "; ".join(f"a{o}({var[o]})" for o in outs), f"    return {', '.join(outs)},"]
+        exec(compile("\n".join(head + src + tail), "<p4gen decision loop>", "exec"), env)   # noqa: S102
         return env["loop"]
+
+    # columns a generated decision loop may read, in its argument order
+    _VEC_INPUTS = ("sc", "slot", "copy", "word", "mask", "m", "n", "tsi", "exp", "data", "nxt")
 
     def _col(self, rec, name: str) -> np.ndarray:
         """One header field of every frame of a record array (a view for whole units)."""
@@ -1295,13 +1309,18 @@ class SwitchModel:
             return np.concatenate([self._col(a[8], name) for a in adm])[order]
         m = len(slot)
         sc = (slot << 1) | copy
-        tsi = gcol("agg.tsi").tolist()
-        exp = gcol("agg.exponent").tolist()
-        nxt = gcol("agg.next").tolist() if self._omni else [0] * m
-        data_l = data.tolist() if self._omni else [1] * m
-        O, E, N = self._vec_loop(sc.tolist(), slot.tolist(), copy.tolist(), pv[:, 1].tolist(),
-                                 pv[:, 2].tolist(), pv[:, 3].tolist(), tsi, exp, data_l, nxt)
-        O_a = np.asarray(O, dtype=np.int64)
+        exp_c = gcol("agg.exponent")
+        column = {"sc": lambda: sc, "slot": lambda: slot, "copy": lambda: copy, "word": lambda: pv[:, 1],
+                  "mask": lambda: pv[:, 2], "m": lambda: np.where(pv[:, 1] == 0, pv[:, 2], 0),
+                  "n": lambda: pv[:, 3], "tsi": lambda: gcol("agg.tsi"), "exp": lambda: exp_c,
+                  "data": lambda: data, "nxt": lambda: gcol("agg.next")}
+        outs = self._vec_loop(*[column[x]().tolist() for x in self._vec_inputs])
+        O_a = np.asarray(outs[0], dtype=np.int64)
+        E_a = np.asarray(outs[1], dtype=np.int64) if self._vec_has_e else exp_c.astype(np.int64)
+        if self._vec_has_n:
+            N_a = np.asarray(outs[-1], dtype=np.int64)
+        else:
+            N_a = gcol("agg.next").astype(np.int64) if self._omni else None
         S_a = self._vec_os[O_a]
         A_a = self._vec_oa[O_a]
         VO_a = (self._vec_vop[O_a // self._vec_values_div] if self._vec_values_div is not None
@@ -1316,10 +1335,11 @@ class SwitchModel:
                 pk[s] += c
                 by[s] += int(byt[s])
         # value registers: the whole batch at once
-        data_a = np.ones(m, dtype=bool) if not self._omni else np.asarray(data_l, dtype=bool)
-        carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order)
+        data_a = np.ones(m, dtype=bool) if not self._omni else data.astype(bool)
+        emits = A_a != ops.OUT_DROP
+        carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order, emits)
         # outputs
-        emit = np.flatnonzero(A_a != ops.OUT_DROP)
+        emit = np.flatnonzero(emits)
         gl = gidx.tolist() if order is None else gidx[order].tolist()
         for k in range(m):
             results[gl[k]] = []
@@ -1331,9 +1351,7 @@ class SwitchModel:
         else:
             grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
             row = np.concatenate([a[3] for a in adm])[order]
-        E_a = np.asarray(E, dtype=np.int64)
         MG = pv[:, 6].tolist()
-        N_a = np.asarray(N, dtype=np.int64) if self._omni else None
         for j, a in enumerate(adm):
             sel = emit if order is None else emit[grp[emit] == j]
             if not len(sel):
@@ -1369,9 +1387,22 @@ class SwitchModel:
             hit &= kcols[ent, c] == col
         return ent, hit & known[ent]
 
-    def _values_vec(self, sc, VO, data, adm, order):
-        """Apply the batch's value ops (codes as in _VCODE) with a segmented prefix sum; return the
-        values each packet carries on (native, (m, passes * elements)) and which packets carry them."""
+    def _values_vec(self, sc, VO, data, adm, order, emits):
+        """Apply the batch's value ops (codes as in _VCODE) in packet order, all at once.
+
+        Returns the values each emitting packet carries on (native dtype,
+        (m, passes * elements); rows of other packets are left zero) and
+        which packets carry values.  One op per (packet, pass), sorted by
+        register row (stably, so packet order holds within a row).  A row's
+        value after op k is the sum of the adding ops since the row's last
+        reset (write / clear), plus the register's old contents when the batch
+        has no reset before k; it is needed only after each row's last op
+        (the register) and after the ops of emitting packets that carry
+        values.  So every adding op is scattered (``np.add.at``) into the
+        first needed position of its run, and runs with several needed
+        positions take a running sum over them.  Unsigned sums wrap modulo
+        2^width like the register does, so the result is exact.
+        """
         L = self.layout
         P_, E = self._passes, L.elements_per_pass
         m = len(VO)
@@ -1379,79 +1410,83 @@ class SwitchModel:
         todo = np.flatnonzero(VO != 3)
         if not len(todo):
             return None, has_carry
-        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
-        # the packets' values (zeros for header-only packets)
-        parts = []
-        for Lg, blob, rec, grow_rows, *_ in adm:
-            if Lg >= L.frame_len:
-                arr = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[grow_rows, off:off + vlen]
-                parts.append(arr.view(L.value_dtype).reshape(len(grow_rows), L.elements))
-            else:
-                parts.append(np.zeros((len(grow_rows), L.elements), L.value_dtype))
-        pkt = parts[0] if order is None else np.concatenate(parts)[order]
-        if self._omni and not data.all():
-            pkt = np.where(data[:, None], pkt, 0)
         vals = self._vals
-        dt = vals.dtype                   # sums wrap modulo 2^width: native unsigned arithmetic is exact
-        codes = VO[todo]
-        t = len(todo)
-        contrib = pkt[todo].astype(dt).reshape(t * P_, E)       # a fresh native copy
-        bases = sc[todo].astype(np.int64) << self._pass_bits
-        rows = (bases[:, None] + np.arange(P_)).reshape(-1) if P_ > 1 else bases
-        code = np.repeat(codes, P_) if P_ > 1 else codes
-        reset = (code == 0) | (code == 4)
-        contrib[~((code == 0) | (code == 1))] = 0
+        dt = vals.dtype
+        rows = sc[todo].astype(np.int64) << self._pass_bits
+        if P_ > 1:
+            rows = (rows[:, None] + np.arange(P_)).reshape(-1)
         order2 = np.argsort(rows, kind="stable")
         r = rows[order2]
+        pk = todo[order2 // P_] if P_ > 1 else todo[order2]      # packet of each sorted op
+        cs = VO[pk]
+        reset = (cs == 0) | (cs == 4)
+        adds = (cs == 0) | (cs == 1)
+        if self._omni:
+            adds &= data[pk]                      # a header-only packet resets without adding
         n2 = len(r)
         newrow = np.ones(n2, dtype=bool)
         newrow[1:] = r[1:] != r[:-1]
-        out = None
-        if newrow.all():                              # every row touched once: no prefix sums needed
-            after = contrib[order2]
-            keep = ~reset[order2]
-            after[keep] += vals[r[keep]]
-        else:
-            ar = np.arange(n2)
-            rank_s = ar - np.maximum.accumulate(np.where(newrow, ar, 0))   # position among the row's ops
-            waves = int(rank_s.max()) + 1
-            if waves <= max(2, n2 * E // 4096):
-                # few ops per row: apply them in waves (the k-th op of every row at once, rows distinct
-                # within a wave), cheaper than a prefix sum over the whole (ops, elements) array
-                rank = np.empty(n2, dtype=np.int64)
-                rank[order2] = rank_s
-                out = np.empty((n2, E), dtype=dt)
-                for w in range(waves):
-                    sel = np.flatnonzero(rank == w)
-                    rr = rows[sel]
-                    a = contrib[sel]
-                    nr = ~reset[sel]
-                    if nr.all():
-                        a += vals[rr]
-                    elif nr.any():
-                        a[nr] += vals[rr[nr]]
-                    vals[rr] = a
-                    out[sel] = a
-            else:
-                c = contrib[order2]
-                rs = reset[order2]
-                anchor = np.maximum.accumulate(np.where(rs | newrow, ar, 0))
-                csum = np.empty((n2 + 1, E), dtype=dt)
-                csum[0] = 0
-                np.cumsum(c, axis=0, dtype=dt, out=csum[1:])
-                after = csum[1:] - csum[anchor]
-                keep = ~rs[anchor]
-                if keep.any():
-                    after[keep] += vals[r[keep]]
-        if out is None:
-            last = np.ones(n2, dtype=bool)
-            last[:-1] = r[1:] != r[:-1]
-            vals[r[last]] = after[last]
-            out = np.empty((n2, E), dtype=dt)
-            out[order2] = after
+        last = np.ones(n2, dtype=bool)
+        last[:-1] = newrow[1:]
+        want = (emits & has_carry)[pk]
+        need = np.flatnonzero(last | want)
+        start = np.maximum.accumulate(np.where(reset | newrow, np.arange(n2), 0))[need]
+        # each adding op goes to the first needed position at or after it in its run; the adds of a run
+        # that a later reset ends before any needed position are never seen and are left out
+        after = np.zeros((len(need), E), dtype=dt)
+        pa = np.flatnonzero(adds)
+        if len(pa):
+            j = np.searchsorted(need, pa)
+            live = start[j] <= pa
+            if not live.all():
+                pa, j = pa[live], j[live]
+            V = self._op_values(pk[pa], order2[pa] % P_ if P_ > 1 else None, adm, order)
+            np.add.at(after.reshape(-1), ((j * E)[:, None] + np.arange(E)).reshape(-1), V.astype(dt).reshape(-1))
+            more = start[1:] == start[:-1]        # a run with several needed positions: sum up to each
+            if more.any():
+                k = np.arange(len(need))
+                first = np.maximum.accumulate(np.where(np.concatenate([[True], ~more]), k, 0))
+                c = np.zeros((len(need) + 1, E), dtype=dt)
+                np.cumsum(after, axis=0, dtype=dt, out=c[1:])
+                after = c[1:] - c[first]
+        keep = ~reset[start]                      # no reset since the row's first op: add the register
+        if keep.any():
+            after[keep] += vals[r[need[keep]]]
         carried = np.zeros((m, P_ * E), dtype=dt)
-        carried[todo] = out.reshape(t, P_ * E)
+        w = want[need]
+        if w.any():
+            q = need[w]
+            if P_ > 1:
+                carried.reshape(m, P_, E)[pk[q], order2[q] % P_] = after[w]
+            else:
+                carried[pk[q]] = after[w]
+        fin = last[need]
+        vals[r[need[fin]]] = after[fin]
         return carried, has_carry
+
+    def _op_values(self, pk, passes, adm, order) -> np.ndarray:
+        """The values (wire dtype, (len(pk), elements per pass)) of packets ``pk`` (admitted order) in
+        pass ``passes`` (None: one pass); every such packet carries data."""
+        L = self.layout
+        P_, E = self._passes, L.elements_per_pass
+        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
+        if order is None:
+            Lg, blob, _rec, grow_rows = adm[0][:4]
+            src = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[:, off:off + vlen].view(L.value_dtype)
+            brow = grow_rows[pk]
+        else:
+            parts = []
+            for Lg, blob, _rec, grow_rows, *_ in adm:
+                if Lg >= L.frame_len:
+                    a = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[grow_rows, off:off + vlen]
+                    parts.append(a.view(L.value_dtype))
+                else:
+                    parts.append(np.zeros((len(grow_rows), L.elements), L.value_dtype))
+            src = np.concatenate(parts)[order]
+            brow = pk
+        if passes is None:
+            return src[brow]
+        return src.reshape(len(src), P_, E)[brow, passes]
 
     def _emit_vec(self, Lg, blob, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
         """Result frames of the admitted packets ``sel`` (one length group): header rewrites on the whole
@@ -1498,62 +1533,21 @@ class SwitchModel:
             R[uni] = U
         mc = np.flatnonzero(acts == ops.OUT_MULTICAST)
         nrep = 0
+        mblob = b""
         if len(mc):
-            # per multicast group (once per batch): replica ports and result_dst rewrites as arrays
-            gcache = {}
-            groups, rdst = self.groups, self._rdst
             mgs = [MG[k] for k in sel[mc].tolist()]
-            for mg in set(mgs):
-                reps = groups.get(mg, ())
-                dsts = [rdst.get(rid) if rid else None for _p, rid in reps]
-                has = np.array([d is not None for d in dsts], dtype=bool)
-                macs = b"".join(d[0] if d is not None else bytes(6) for d in dsts)
-                ips = np.array([d[1] if d is not None else 0 for d in dsts], dtype=np.int64)
-                dps = np.array([d[2] if d is not None else 0 for d in dsts], dtype=np.int64)
-                gcache[mg] = ([p for p, _r in reps], has, macs, ips, dps)
-            if len(gcache) == 1:
-                ports_g, has, macs, ips, dps = gcache[mgs[0]]
-                k = len(ports_g)
-                counts = [k] * len(mc)
-                rep_src = np.repeat(mc, k)
-                if k:
-                    has, ips, dps = np.tile(has, len(mc)), np.tile(ips, len(mc)), np.tile(dps, len(mc))
-                    macs = macs * len(mc)
+            gs = [self._group_vec(mg) for mg in set(mgs)]
+            if len(gs) == 1 and gs[0].all_rewritten:
+                g = gs[0]
+                counts = [len(g.ports)] * len(mc)
+                rports = g.ports * len(mc)
+                mblob = self._replicate_one_group(X, mc, g)
             else:
-                parts = [gcache[mg] for mg in mgs]
-                counts = [len(g[0]) for g in parts]
-                rep_src = np.repeat(mc, counts)
-                has = np.concatenate([g[1] for g in parts])
-                ips = np.concatenate([g[3] for g in parts])
-                dps = np.concatenate([g[4] for g in parts])
-                macs = b"".join(g[2] for g in parts)
-            nrep = len(rep_src)
-        # frames: unicast rows in place, multicast replicas gathered
-        if nrep:
-            M = X[rep_src]
-            RM = M.view(self._rec(Lx)).reshape(-1)
-            if has.all():                        # every replica rewritten: work on the array itself
-                sub = RM
-                sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
-                sub[f"u{self._i_ip_src}"] = sub[f"u{self._i_ip_dst}"]
-                sub[f"u{self._i_sport}"] = sub[f"u{self._i_dport}"]
-                fe = f"u{self._i_eth_dst}"
-                sub[fe] = np.frombuffer(macs, sub.dtype[fe])
-                sub[f"u{self._i_ip_dst}"] = ips
-                sub[f"u{self._i_dport}"] = dps
-            elif has.any():
-                w = np.flatnonzero(has)
-                sub = RM[w]
-                sub[f"u{self._i_eth_src}"] = sub[f"u{self._i_eth_dst}"]
-                sub[f"u{self._i_ip_src}"] = sub[f"u{self._i_ip_dst}"]
-                sub[f"u{self._i_sport}"] = sub[f"u{self._i_dport}"]
-                fe = f"u{self._i_eth_dst}"
-                sub[fe] = np.frombuffer(macs, sub.dtype[fe])[w]
-                sub[f"u{self._i_ip_dst}"] = ips[w]
-                sub[f"u{self._i_dport}"] = dps[w]
-                RM[w] = sub
-            self._checksums(M)
-            mblob = M.tobytes()
+                gmap = {mg: self._group_vec(mg) for mg in set(mgs)}
+                counts = [len(gmap[mg].ports) for mg in mgs]
+                rports = [p for mg in mgs for p in gmap[mg].ports]
+                mblob = self._replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
+            nrep = len(rports)
         if len(uni):
             self._checksums(X, uni)
             xblob = X.tobytes()
@@ -1564,15 +1558,69 @@ class SwitchModel:
                 results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
         if len(mc):
             # every replica as (port, frame) in one pass, then one list slice per multicast packet
-            if len(gcache) == 1:
-                rports = gcache[mgs[0]][0] * len(mc)
-            else:
-                rports = [p for mg in mgs for p in gcache[mg][0]]
             pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
             pos = 0
             for j, cnt in zip(mc.tolist(), counts):
                 results[gl[gsel[j]]] = pairs[pos:pos + cnt]
                 pos += cnt
+
+    def _group_vec(self, mgid: int) -> "_GroupVec":
+        """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
+        result_dst table has been replaced since the last call."""
+        reps = self.groups.get(mgid, ())
+        rdst = self._rdst
+        hit = self._gvec.get(mgid)
+        if hit is not None and hit.reps is reps and hit.rdst is rdst:
+            return hit
+        g = _GroupVec(reps, rdst)
+        self._gvec[mgid] = g
+        return g
+
+    def _replicate_one_group(self, X, mc, g: "_GroupVec") -> bytes:
+        """The replicas of rows ``mc`` of ``X``, all to group ``g`` whose every replica has a
+        result_dst: the shared rewrites and the checksum's shared part once per row, then the
+        per-replica fields and checksums broadcast over (rows, replicas)."""
+        q, k = len(mc), len(g.ports)
+        if not k:
+            return b""
+        ed, es, isr, ids, sp, dp, o, n, ck = self._rw
+        S = X[mc]
+        S[:, es:es + 6] = S[:, ed:ed + 6]
+        S[:, isr:isr + 4] = S[:, ids:ids + 4]
+        S[:, sp:sp + 2] = S[:, dp:dp + 2]
+        S[:, ids:ids + 4] = 0
+        S[:, ck:ck + 2] = 0
+        part = S[:, o:o + n].view(">u2").sum(axis=1, dtype=np.int64)
+        M = np.repeat(S, k, axis=0)
+        M3 = M.reshape(q, k, -1)
+        M3[:, :, ed:ed + 6] = g.mac
+        M3[:, :, ids:ids + 4] = g.ip
+        M3[:, :, dp:dp + 2] = g.dport
+        c = part[:, None] + g.dsum
+        c = (c & 0xFFFF) + (c >> 16)
+        c = (c & 0xFFFF) + (c >> 16)
+        M3[:, :, ck:ck + 2] = (~c & 0xFFFF).astype(">u2").view(np.uint8).reshape(q, k, 2)
+        return M.tobytes()
+
+    def _replicate_groups(self, X, mc, gs: list, counts: list[int]) -> bytes:
+        """The replicas of rows ``mc`` of ``X``, row i to group ``gs[i]`` (``counts[i]`` replicas);
+        a replica whose rid has no result_dst keeps the packet's addresses."""
+        if not sum(counts):
+            return b""
+        ed, es, isr, ids, sp, dp, _o, _n, _ck = self._rw
+        M = X[np.repeat(mc, counts)]
+        w = np.flatnonzero(np.concatenate([g.has for g in gs]))
+        if len(w):
+            sub = M[w]
+            sub[:, es:es + 6] = sub[:, ed:ed + 6]
+            sub[:, isr:isr + 4] = sub[:, ids:ids + 4]
+            sub[:, sp:sp + 2] = sub[:, dp:dp + 2]
+            sub[:, ed:ed + 6] = np.concatenate([g.mac for g in gs])[w]
+            sub[:, ids:ids + 4] = np.concatenate([g.ip for g in gs])[w]
+            sub[:, dp:dp + 2] = np.concatenate([g.dport for g in gs])[w]
+            M[w] = sub
+        self._checksums(M)
+        return M.tobytes()
 
     def _checksums(self, X, rows=None) -> None:
         """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""
@@ -1666,6 +1714,27 @@ class SwitchModel:
         c = (c & 0xFFFF) + (c >> 16)
         c = (c & 0xFFFF) + (c >> 16)
         return ~c & 0xFFFF
+
+
+class _GroupVec:
+    """One multicast group as arrays: replica ports, and per replica whether its rid has a
+    result_dst and that destination's MAC, IPv4 address and UDP port as big-endian bytes
+    (zeros where it has none) plus the address's two 16-bit words summed (for checksums)."""
+
+    __slots__ = ("reps", "rdst", "ports", "has", "all_rewritten", "mac", "ip", "dport", "dsum")
+
+    def __init__(self, reps, rdst):
+        self.reps, self.rdst = reps, rdst
+        self.ports = [p for p, _r in reps]
+        dsts = [rdst.get(rid) if rid else None for _p, rid in reps]
+        self.has = np.array([d is not None for d in dsts], dtype=bool)
+        self.all_rewritten = bool(self.has.all())
+        k = len(dsts)
+        self.mac = np.frombuffer(b"".join(d[0] if d else bytes(6) for d in dsts), np.uint8).reshape(k, 6)
+        ips = np.array([d[1] if d else 0 for d in dsts], dtype=np.int64)
+        self.ip = ips.astype(">u4").view(np.uint8).reshape(k, 4)
+        self.dport = np.array([d[2] if d else 0 for d in dsts], dtype=">u2").view(np.uint8).reshape(k, 2)
+        self.dsum = (ips >> 16) + (ips & 0xFFFF)
 
 
 # -- job setup helper ------------------------------------------------------------------

@@ -315,34 +315,48 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
 
 
-def test_batch_path_is_vectorised_and_matches_on_a_long_stream():
-    """A long stream in large batches (the vectorised path): several packets per slot in one batch, retransmissions,
-    multicast replicas with and without result_dst, identical to frame-by-frame processing."""
-    plan = PLANS["hardened"]
+@pytest.mark.parametrize("name", sorted(PLANS))
+@pytest.mark.parametrize("plain_replica", [False, True])
+def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_replica, monkeypatch):
+    """A long stream in large batches (the vectorised path): several packets per slot in one batch,
+    retransmissions, frames of two lengths in one batch, multicast to a group whose replicas all have a
+    result_dst (or one that has a plain replica too), identical to frame-by-frame processing."""
+    plan = PLANS[name]
     L = P.Layout(plan)
     n = 3
     addrs = _addrs(n)
     one, batch = SwitchModel(plan), SwitchModel(plan)
     for m in (one, batch):
         m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
-        m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + [(9, 0)])
+        m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + ([(9, 0)] if plain_replica else []))
     assert batch._vec
+    calls = {"one group": 0, "groups": 0}
+    for fn, key in (("_replicate_one_group", "one group"), ("_replicate_groups", "groups")):
+        orig = getattr(SwitchModel, fn)
+
+        def spy(self, *a, _orig=orig, _key=key):
+            calls[_key] += 1
+            return _orig(self, *a)
+        monkeypatch.setattr(SwitchModel, fn, spy)
     rng = np.random.default_rng(7)
     frames = []
     for c in range(200):
         for w in rng.permutation(n).tolist() + ([int(rng.integers(n))] if c % 3 == 0 else []):
             a = addrs[w]
-            frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c // 3,
-                                                pool_index=((c // 3 & 1) << 15) | c % 3, exponent=int(rng.integers(256)),
-                                                values=rng.integers(0, 2 ** 32, L.elements)), a.port))
+            f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c // 3,
+                                     pool_index=((c // 3 & 1) << 15) | c % 3, exponent=int(rng.integers(256)),
+                                     values=rng.integers(0, 2 ** 32, L.elements))
+            frames.append((f + b"tail" if c % 7 == 0 else f, a.port))
     expected = [one.process(f, p) for f, p in frames]
     got = []
-    for k in range(0, len(frames), 100):
-        got += batch.process_batch(frames[k:k + 100])
+    for k in range(0, len(frames), 64):         # 64 frames: batches end inside rounds too
+        got += batch.process_batch(frames[k:k + 64])
     assert got == expected
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+    assert calls["groups" if plain_replica else "one group"] > 0
+    assert calls["one group" if plain_replica else "groups"] == 0
 
 
 def test_batch_with_two_jobs_and_groups_matches_one_by_one():

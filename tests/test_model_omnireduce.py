@@ -209,3 +209,34 @@ def test_batches_equal_one_by_one(stream, n, cuts):
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+
+
+@pytest.mark.parametrize("plain_replica", [False, True])
+def test_long_stream_in_large_batches_matches_one_by_one(plain_replica):
+    """The vectorised batch path on OmniReduce traffic: header-only and data packets to the same slots in one
+    batch, last packets (and retransmissions) without data whose frames grow, identical to one by one."""
+    L = P.Layout(SMALL)
+    n = 3
+    addrs = _addrs(n)
+    one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)
+    for m in (one, batch):
+        m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + ([(9, 0)] if plain_replica else []))
+    assert batch._vec
+    rng = np.random.default_rng(11)
+    frames = []
+    for c in range(240):
+        for w in rng.permutation(n).tolist() + ([int(rng.integers(n))] if c % 4 == 0 else []):
+            vals = rng.integers(0, 2 ** 32, L.elements) if rng.random() < 0.5 else None
+            frames.append((_frame(L, addrs[w], vals, int(rng.integers(1, 1000)), tsi=c // 3,
+                                  pool_index=((c // 3 & 1) << 15) | c % 3, exponent=int(rng.integers(256))),
+                           addrs[w].port))
+    expected = [one.process(f, p) for f, p in frames]
+    got = []
+    for k in range(0, len(frames), 64):
+        got += batch.process_batch(frames[k:k + 64])
+    assert got == expected
+    grown = sum(1 for (f, _p), outs in zip(frames, expected) for _q, fr in outs if len(fr) > len(f))
+    assert grown > 0
+    assert batch.counter_read() == one.counter_read()
+    for r in one.register_names():
+        assert np.array_equal(batch.register_read(r), one.register_read(r)), r
