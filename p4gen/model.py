@@ -919,6 +919,10 @@ class SwitchModel:
         return results
 
     _VCODE = {"write": 0, "add": 1, "read": 2, "nop": 3, "clear": 4}
+    # per values-op code: whether the packet carries the register on, resets the row, adds its values
+    _V_CARRY = np.array([False, True, True, False, True])
+    _V_RESET = np.array([True, False, False, False, True])
+    _V_ADDS = np.array([True, True, False, False, False])
 
     def _apply_values_batch(self, deferred) -> list:
         """Apply the deferred value ops in order; return each packet's carried payload bytes (or None)."""
@@ -1200,8 +1204,7 @@ class SwitchModel:
         L = self.layout
         B = len(packets)
         results: list = [None] * B
-        frames = [f for f, _ in packets]
-        ports = [p for _, p in packets]
+        frames, ports = zip(*packets)
         lens = list(map(len, frames))
         fixed = L.fixed_len
         first = lens[0]
@@ -1226,7 +1229,7 @@ class SwitchModel:
             dport = self._col(rec, "udp.dst_port")
             cand &= (dport >= L.udp_port_min) & (dport <= L.udp_port_max)
             if not cand.all():
-                for r in np.flatnonzero(~cand).tolist():
+                for r in (~cand).nonzero()[0].tolist():
                     i = idx[r]
                     results[i] = self._forward_l2(frames[i], ports[i], frames[i][:6])
             if self._omni:
@@ -1243,12 +1246,12 @@ class SwitchModel:
                 pk[s] += nbad
                 by[s] += nbad * Lg
             ok = cand & ~bad
-            rows = np.flatnonzero(ok)
+            rows = ok.nonzero()[0]
             if not len(rows):
-                for r in np.flatnonzero(bad).tolist():
+                for r in bad.nonzero()[0].tolist():
                     results[idx[r]] = []
                 continue
-            for r in np.flatnonzero(bad).tolist():
+            for r in bad.nonzero()[0].tolist():
                 results[idx[r]] = []
             sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
             port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.uint64)[rows]
@@ -1273,7 +1276,7 @@ class SwitchModel:
             if not go.all():
                 for r in rows[~go].tolist():
                     results[idx[r]] = []
-            g = np.flatnonzero(go)
+            g = go.nonzero()[0]
             if not len(g):
                 continue
             if self._agg_rx is not None:
@@ -1339,10 +1342,13 @@ class SwitchModel:
         emits = A_a != ops.OUT_DROP
         carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order, emits)
         # outputs
-        emit = np.flatnonzero(emits)
+        emit = emits.nonzero()[0]
         gl = gidx.tolist() if order is None else gidx[order].tolist()
-        for k in range(m):
-            results[gl[k]] = []
+        if m == B:
+            results = [[] for _ in gl]
+        else:
+            for k in gl:
+                results[k] = []
         if not len(emit):
             return results
         if order is None:
@@ -1406,8 +1412,10 @@ class SwitchModel:
         L = self.layout
         P_, E = self._passes, L.elements_per_pass
         m = len(VO)
-        has_carry = (VO == 1) | (VO == 2) | (VO == 4) | ((VO == 0) & ~data)
-        todo = np.flatnonzero(VO != 3)
+        has_carry = self._V_CARRY[VO]
+        if self._omni:
+            has_carry |= (VO == 0) & ~data        # a write without data carries the zeros it wrote
+        todo = (VO != 3).nonzero()[0]
         if not len(todo):
             return None, has_carry
         vals = self._vals
@@ -1419,8 +1427,8 @@ class SwitchModel:
         r = rows[order2]
         pk = todo[order2 // P_] if P_ > 1 else todo[order2]      # packet of each sorted op
         cs = VO[pk]
-        reset = (cs == 0) | (cs == 4)
-        adds = (cs == 0) | (cs == 1)
+        reset = self._V_RESET[cs]
+        adds = self._V_ADDS[cs]
         if self._omni:
             adds &= data[pk]                      # a header-only packet resets without adding
         n2 = len(r)
@@ -1429,19 +1437,25 @@ class SwitchModel:
         last = np.ones(n2, dtype=bool)
         last[:-1] = newrow[1:]
         want = (emits & has_carry)[pk]
-        need = np.flatnonzero(last | want)
+        need = (last | want).nonzero()[0]
         start = np.maximum.accumulate(np.where(reset | newrow, np.arange(n2), 0))[need]
         # each adding op goes to the first needed position at or after it in its run; the adds of a run
         # that a later reset ends before any needed position are never seen and are left out
         after = np.zeros((len(need), E), dtype=dt)
-        pa = np.flatnonzero(adds)
+        pa = adds.nonzero()[0]
         if len(pa):
             j = np.searchsorted(need, pa)
             live = start[j] <= pa
             if not live.all():
                 pa, j = pa[live], j[live]
-            V = self._op_values(pk[pa], order2[pa] % P_ if P_ > 1 else None, adm, order)
-            np.add.at(after.reshape(-1), ((j * E)[:, None] + np.arange(E)).reshape(-1), V.astype(dt).reshape(-1))
+            V = self._op_values(pk[pa], order2[pa] % P_ if P_ > 1 else None, adm, order)   # in j's order
+            step = (j[1:] != j[:-1]).nonzero()[0] + 1
+            if len(pa) >= 6 * (len(step) + 1):    # long runs of one target: a segmented sum is cheaper
+                seg = np.concatenate([[0], step])
+                after[j[seg]] = np.add.reduceat(V, seg, axis=0, dtype=dt)
+            else:
+                np.add.at(after.reshape(-1), ((j * E)[:, None] + np.arange(E)).reshape(-1),
+                          V.astype(dt).reshape(-1))
             more = start[1:] == start[:-1]        # a run with several needed positions: sum up to each
             if more.any():
                 k = np.arange(len(need))
@@ -1502,7 +1516,7 @@ class SwitchModel:
             X = src
             hc = has_carry[sel]
             if carried is not None and hc.any():
-                w = np.flatnonzero(hc)
+                w = hc.nonzero()[0]
                 X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8).reshape(len(w), vlen)
         Lx = X.shape[1]
         R = X.view(self._rec(Lx)).reshape(-1)
@@ -1521,7 +1535,7 @@ class SwitchModel:
         R[f"u{self._i_exp}"] = E[sel]
         R[f"u{self._i_udp_ck}"] = 0
         acts = A[sel]
-        uni = np.flatnonzero(acts == ops.OUT_UNICAST)
+        uni = (acts == ops.OUT_UNICAST).nonzero()[0]
         if len(uni):
             U = R[uni]
             for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
@@ -1531,13 +1545,14 @@ class SwitchModel:
                 U[fa] = U[fb]
                 U[fb] = t
             R[uni] = U
-        mc = np.flatnonzero(acts == ops.OUT_MULTICAST)
+        mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
         nrep = 0
         mblob = b""
         if len(mc):
             mgs = [MG[k] for k in sel[mc].tolist()]
             gs = [self._group_vec(mg) for mg in set(mgs)]
-            if len(gs) == 1 and gs[0].all_rewritten:
+            one_group = len(gs) == 1 and gs[0].all_rewritten
+            if one_group:
                 g = gs[0]
                 counts = [len(g.ports)] * len(mc)
                 rports = g.ports * len(mc)
@@ -1559,10 +1574,16 @@ class SwitchModel:
         if len(mc):
             # every replica as (port, frame) in one pass, then one list slice per multicast packet
             pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
-            pos = 0
-            for j, cnt in zip(mc.tolist(), counts):
-                results[gl[gsel[j]]] = pairs[pos:pos + cnt]
-                pos += cnt
+            tgt = [gl[gsel[j]] for j in mc.tolist()]
+            if one_group:
+                k = counts[0] if counts else 0
+                for t, q in zip(tgt, range(0, nrep, k) if k else [0] * len(tgt)):
+                    results[t] = pairs[q:q + k]
+            else:
+                pos = 0
+                for t, cnt in zip(tgt, counts):
+                    results[t] = pairs[pos:pos + cnt]
+                    pos += cnt
 
     def _group_vec(self, mgid: int) -> "_GroupVec":
         """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
@@ -1609,7 +1630,7 @@ class SwitchModel:
             return b""
         ed, es, isr, ids, sp, dp, _o, _n, _ck = self._rw
         M = X[np.repeat(mc, counts)]
-        w = np.flatnonzero(np.concatenate([g.has for g in gs]))
+        w = np.concatenate([g.has for g in gs]).nonzero()[0]
         if len(w):
             sub = M[w]
             sub[:, es:es + 6] = sub[:, ed:ed + 6]
