@@ -996,12 +996,14 @@ class SwitchModel:
             units.append((off, {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8"}.get(code, f"V{size}")))
             off += size
         self._units = units
+        self._sig = None
         self._gvec: dict[int, _GroupVec] = {}
         # byte offsets of the fields a result rewrites (whole units of the sizes below)
         fields = (self._i_eth_dst, self._i_eth_src, self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport)
         if [L.unit_sizes[i] for i in fields] != [6, 6, 4, 4, 2, 2]:
             return
         self._rw = tuple(units[i][0] for i in fields) + (self._ip_off, L.ipv4_len, self._ck_off)
+        self._sig = self._signature(units)
         key_subs = self._wkey_sub
         if any(s.raw for s in key_subs):
             return
@@ -1012,6 +1014,38 @@ class SwitchModel:
         self._vec_loop = self._make_loop()
         self._vec_workers_sync()
         self._vec = True
+
+    def _signature(self, units):
+        """(byte offsets, masks, values): a frame whose bytes there, masked, equal the values is
+        IPv4 with a 5-word header, UDP to the aggregation port range and a contribution, so it needs
+        none of the checks of :meth:`_parse_checks` but the length.  None when the port range is
+        not an aligned power-of-two block (then every batch takes those checks)."""
+        L = self.layout
+        lo, hi = L.udp_port_min, L.udp_port_max
+        size = hi - lo + 1
+        if size & (size - 1) or lo % size:
+            return None
+        want = [("ethernet.ether_type", 0xFFFF, ETHERTYPE_IPV4), ("ipv4.ihl", 0xF, 5),
+                ("ipv4.protocol", 0xFF, IPPROTO_UDP), ("udp.dst_port", 0xFFFF & ~(size - 1), lo),
+                ("agg.msg_type", 0xF, self._msg_contrib)]
+        masks: dict[int, list[int]] = {}
+        for name, mask, value in want:
+            sl = self.layout.slot(name)
+            off, _fmt = units[sl.index]
+            n = L.unit_sizes[sl.index]
+            mask &= sl.mask
+            if value & ~mask:
+                return None
+            shift = sl.shift or 0
+            for b in range(n):                    # big-endian bytes of the unit
+                bit = 8 * (n - 1 - b)
+                mb, vb = ((mask << shift) >> bit) & 0xFF, ((value << shift) >> bit) & 0xFF
+                if mb:
+                    m0, v0 = masks.get(off + b, [0, 0])
+                    masks[off + b] = [m0 | mb, v0 | vb]
+        offs = sorted(masks)
+        return (np.array(offs, dtype=np.int64), np.array([masks[o][0] for o in offs], dtype=np.uint8),
+                np.array([masks[o][1] for o in offs], dtype=np.uint8))
 
     def _rec(self, length: int) -> np.dtype:
         """Structured dtype of one frame of ``length`` bytes: field ``u{i}`` is struct unit i."""
@@ -1200,6 +1234,35 @@ class SwitchModel:
             return u
         return (u >> s.shift) & s.mask
 
+    def _parse_checks(self, rec, Lg, idx, frames, ports, data, results):
+        """The admission checks of one length group frame by frame (as arrays): other traffic is
+        forwarded, malformed aggregation frames counted and dropped.  Returns the rows that remain,
+        or None when none does."""
+        L = self.layout
+        cand = ((self._col(rec, "ethernet.ether_type") == ETHERTYPE_IPV4) & (self._col(rec, "ipv4.ihl") == 5)
+                & (self._col(rec, "ipv4.protocol") == IPPROTO_UDP))
+        dport = self._col(rec, "udp.dst_port")
+        cand &= (dport >= L.udp_port_min) & (dport <= L.udp_port_max)
+        if not cand.all():
+            for r in (~cand).nonzero()[0].tolist():
+                i = idx[r]
+                results[i] = self._forward_l2(frames[i], ports[i], frames[i][:6])
+        if self._omni:
+            bad = ((data == 1) & (Lg < L.frame_len)) if Lg < L.frame_len else np.zeros(len(idx), bool)
+        else:
+            bad = np.zeros(len(idx), bool) if Lg >= L.frame_len else np.ones(len(idx), bool)
+        bad |= self._col(rec, "agg.msg_type") != self._msg_contrib
+        bad &= cand
+        nbad = int(np.count_nonzero(bad))
+        if nbad:
+            s = self._stat["drop_malformed"]
+            self._pk[s] += nbad
+            self._by[s] += nbad * Lg
+            for r in bad.nonzero()[0].tolist():
+                results[idx[r]] = []
+        rows = (cand & ~bad).nonzero()[0]
+        return rows if len(rows) else None
+
     def _process_batch_vec(self, packets) -> list[list[tuple[int, bytes]]]:
         L = self.layout
         B = len(packets)
@@ -1224,35 +1287,15 @@ class SwitchModel:
                 continue
             blob = b"".join([frames[i] for i in idx]) if len(idx) != B else b"".join(frames)
             rec = np.frombuffer(blob, self._rec(Lg))
-            cand = ((self._col(rec, "ethernet.ether_type") == ETHERTYPE_IPV4) & (self._col(rec, "ipv4.ihl") == 5)
-                    & (self._col(rec, "ipv4.protocol") == IPPROTO_UDP))
-            dport = self._col(rec, "udp.dst_port")
-            cand &= (dport >= L.udp_port_min) & (dport <= L.udp_port_max)
-            if not cand.all():
-                for r in (~cand).nonzero()[0].tolist():
-                    i = idx[r]
-                    results[i] = self._forward_l2(frames[i], ports[i], frames[i][:6])
-            if self._omni:
-                data = self._col(rec, "agg.flags") & 1
-                bad = ((data == 1) & (Lg < L.frame_len)) if Lg < L.frame_len else np.zeros(len(idx), bool)
+            data = self._col(rec, "agg.flags") & 1 if self._omni else None
+            sig = self._sig
+            if (sig is not None and Lg >= L.frame_len
+                    and ((np.frombuffer(blob, np.uint8).reshape(-1, Lg)[:, sig[0]] & sig[1]) == sig[2]).all()):
+                rows = np.arange(len(idx))        # every frame an aggregation contribution of full length
             else:
-                data = None
-                bad = np.zeros(len(idx), bool) if Lg >= L.frame_len else np.ones(len(idx), bool)
-            bad |= self._col(rec, "agg.msg_type") != self._msg_contrib
-            bad &= cand
-            nbad = int(np.count_nonzero(bad))
-            if nbad:
-                s = st["drop_malformed"]
-                pk[s] += nbad
-                by[s] += nbad * Lg
-            ok = cand & ~bad
-            rows = ok.nonzero()[0]
-            if not len(rows):
-                for r in bad.nonzero()[0].tolist():
-                    results[idx[r]] = []
-                continue
-            for r in bad.nonzero()[0].tolist():
-                results[idx[r]] = []
+                rows = self._parse_checks(rec, Lg, idx, frames, ports, data, results)
+                if rows is None:
+                    continue
             sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
             port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.uint64)[rows]
             cols = [port_col] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
