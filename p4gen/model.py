@@ -996,7 +996,7 @@ class SwitchModel:
             units.append((off, {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8"}.get(code, f"V{size}")))
             off += size
         self._units = units
-        self._sig = None
+        self._sig = self._kx = self._vx = None
         self._gvec: dict[int, _GroupVec] = {}
         # byte offsets of the fields a result rewrites (whole units of the sizes below)
         fields = (self._i_eth_dst, self._i_eth_src, self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport)
@@ -1012,6 +1012,16 @@ class SwitchModel:
             if sorted(dmod.CODES[name].values()) != list(range(len(dmod.OBSERVATIONS[name]))):
                 return
         self._vec_loop = self._make_loop()
+        # workers keys of whole bytes that leave at least one byte for the ingress port: exact look-ups
+        kb = []
+        for s_ in key_subs:
+            if s_.shift is not None:
+                kb = None
+                break
+            o_ = units[s_.index][0]
+            kb.extend(range(o_, o_ + L.unit_sizes[s_.index]))
+        if kb is not None and len(kb) <= 7:
+            self._kx = (np.array(kb, dtype=np.int64), 8 - len(kb), [L.unit_sizes[s_.index] for s_ in key_subs])
         self._vec_workers_sync()
         self._vec = True
 
@@ -1065,7 +1075,7 @@ class SwitchModel:
             keys.append(key)
             params.append(val)
         if not keys:
-            self._vw = None
+            self._vw = self._vx = None
             return
         kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), len(order))
         h = np.zeros(len(keys), dtype=np.uint64)
@@ -1075,9 +1085,25 @@ class SwitchModel:
         hs = h[srt]
         if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
             self._vw = False
+            self._vx = None
             return
-        known = np.array([p is not None for p in params], dtype=bool)[srt]
-        pv = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)[srt]
+        known0 = np.array([p is not None for p in params], dtype=bool)
+        pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
+        known, pv = known0[srt], pv0[srt]
+        # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
+        self._vx = None
+        kx = getattr(self, "_kx", None)
+        if kx is not None:
+            _kb, kport, sizes = kx
+            try:
+                ex = np.array([int.from_bytes(k[0].to_bytes(kport, "big")
+                                              + b"".join(v.to_bytes(z, "big") for v, z in zip(k[1:], sizes)), "big")
+                               for k in keys], dtype=np.uint64)
+            except OverflowError:             # a port (or field) wider than its bytes: hashed look-ups only
+                ex = None
+            if ex is not None:
+                s2 = np.argsort(ex, kind="stable")
+                self._vx = (ex[s2], known0[s2], pv0[s2])
         self._vw = (hs, kcols[srt], known, pv)
 
     def _make_loop(self):
@@ -1297,16 +1323,16 @@ class SwitchModel:
                 if rows is None:
                     continue
             sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
-            port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.uint64)[rows]
-            cols = [port_col] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
-            ent, known = self._vec_lookup(cols)
+            port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.int64)
+            if len(rows) != len(idx):
+                port_col = port_col[rows]
+            known, pv = self._workers_batch(blob, Lg, rows, len(idx), sub, port_col)
             unknown = ~known
             nunk = int(np.count_nonzero(unknown))
             if nunk:
                 s = st["drop_unknown"]
                 pk[s] += nunk
                 by[s] += nunk * Lg
-            pv = self._vw[3][ent]                       # worker_id, word, mask, n, slot_base, slot_count, mgid
             pool = self._col(sub, "agg.pool_index").astype(np.int64)
             sij = pool & self._slot_mask
             badslot = known & (sij >= pv[:, 5])
@@ -1417,6 +1443,29 @@ class SwitchModel:
         if s.shift is not None:
             u = (u >> s.shift) & s.mask
         return u.astype(np.uint64)
+
+    def _workers_batch(self, blob, Lg, rows, nrows, sub, port_col):
+        """Workers table look-up of frames ``rows`` of a length group: whether each hits a set_worker
+        entry, and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid)."""
+        vx = self._vx
+        if vx is not None:
+            kb, kport, _sizes = self._kx
+            if not (port_col >> (8 * kport)).any():          # every port fits its bytes (none negative)
+                A8 = np.frombuffer(blob, np.uint8).reshape(-1, Lg)
+                K = np.empty((len(rows), 8), np.uint8)
+                K[:, kport:] = A8[:, kb] if len(rows) == nrows else A8[rows[:, None], kb]
+                if kport == 1:
+                    K[:, 0] = port_col
+                else:
+                    K[:, :kport] = (port_col[:, None] >> (8 * np.arange(kport - 1, -1, -1))) & 0xFF
+                key = K.view(">u8").reshape(-1).astype(np.uint64)
+                ks, kn, kpv = vx
+                ent = np.searchsorted(ks, key)
+                np.minimum(ent, len(ks) - 1, out=ent)
+                return (ks[ent] == key) & kn[ent], kpv[ent]
+        cols = [port_col.astype(np.uint64)] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
+        ent, known = self._vec_lookup(cols)
+        return known, (self._vw[3][ent] if self._vw else np.zeros((len(rows), 7), dtype=np.int64))
 
     def _vec_lookup(self, cols):
         """Workers table lookup for a batch: entry index and whether it is a set_worker hit."""

@@ -319,8 +319,9 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
 @pytest.mark.parametrize("plain_replica", [False, True])
 def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_replica, monkeypatch):
     """A long stream in large batches (the vectorised path): several packets per slot in one batch,
-    retransmissions, frames of two lengths in one batch, multicast to a group whose replicas all have a
-    result_dst (or one that has a plain replica too), identical to frame-by-frame processing."""
+    retransmissions, frames of two lengths in one batch, frames of unknown workers, multicast to a group
+    whose replicas all have a result_dst (or one that has a plain replica too), identical to frame-by-frame
+    processing."""
     plan = PLANS[name]
     L = P.Layout(plan)
     n = 3
@@ -347,6 +348,12 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
                                      pool_index=((c // 3 & 1) << 15) | c % 3, exponent=int(rng.integers(256)),
                                      values=rng.integers(0, 2 ** 32, L.elements))
             frames.append((f + b"tail" if c % 7 == 0 else f, a.port))
+            if c % 13 == 5:                       # unknown workers: another source port, a port beyond 255
+                other = P.Endpoint(a.mac, a.ip, a.udp_port + 1)
+                frames.append((P.contribution_frame(L, other, SW, job=1, tsi=c // 3, pool_index=c % 3,
+                                                    exponent=1, values=np.arange(L.elements)), a.port))
+            if c % 29 == 7:
+                frames.append((f, a.port + 256))
     expected = [one.process(f, p) for f, p in frames]
     got = []
     for k in range(0, len(frames), 64):         # 64 frames: batches end inside rounds too
@@ -355,6 +362,7 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+    assert batch.stats["drop_unknown"] > 0
     assert calls["groups" if plain_replica else "one group"] > 0
     assert calls["one group" if plain_replica else "groups"] == 0
 
