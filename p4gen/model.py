@@ -1232,6 +1232,10 @@ class SwitchModel:
         self._vec_vop = env.get("VOP")
         self._vec_oa = np.array(table(self._outcome, lambda v: v[0]), dtype=np.int8)
         self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
+        # the values op of every final code (3: nop when the table has no values step)
+        ncodes = len(self._vec_oa)
+        self._vec_vo_full = (self._vec_vop[np.arange(ncodes) // self._vec_values_div]
+                             if self._vec_values_div is not None else np.full(ncodes, 3, dtype=np.int8))
         # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
         # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
         body = "\n".join(src)
@@ -1327,38 +1331,37 @@ class SwitchModel:
             if len(rows) != len(idx):
                 port_col = port_col[rows]
             known, pv = self._workers_batch(blob, Lg, rows, len(idx), sub, port_col)
-            unknown = ~known
-            nunk = int(np.count_nonzero(unknown))
-            if nunk:
+            all_known = bool(known.all())
+            if not all_known:
+                nunk = len(known) - int(np.count_nonzero(known))
                 s = st["drop_unknown"]
                 pk[s] += nunk
                 by[s] += nunk * Lg
             pool = self._col(sub, "agg.pool_index").astype(np.int64)
             sij = pool & self._slot_mask
-            badslot = known & (sij >= pv[:, 5])
+            badslot = sij >= pv[:, 5]
+            if not all_known:
+                badslot &= known
             nbs = int(np.count_nonzero(badslot))
             if nbs:
                 s = st["drop_bad_slot"]
                 pk[s] += nbs
                 by[s] += nbs * Lg
-            go = known & ~badslot
-            if not go.all():
+            grow_rows = rows
+            if nbs or not all_known:
+                go = known & ~badslot
                 for r in rows[~go].tolist():
                     results[idx[r]] = []
-            g = go.nonzero()[0]
-            if not len(g):
-                continue
+                g = go.nonzero()[0]
+                if not len(g):
+                    continue
+                pv, pool, sij, grow_rows, sub = pv[g], pool[g], sij[g], rows[g], sub[g]
             if self._agg_rx is not None:
-                pk[self._agg_rx] += len(g)
-                by[self._agg_rx] += len(g) * Lg
-            pv = pv[g]
-            pool = pool[g]
+                pk[self._agg_rx] += len(grow_rows)
+                by[self._agg_rx] += len(grow_rows) * Lg
             copy = (pool >> self._slot_bits) & 1
-            slot = (pv[:, 4] + (pool & self._slot_mask)) & 0xFFFF
-            grow_rows = rows[g]
+            slot = (pv[:, 4] + sij) & 0xFFFF
             gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if len(idx) != B else grow_rows
-            if len(g) != len(sub):
-                sub = sub[g]
             adm.append((Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub,
                         None if data is None else data[grow_rows]))
         if not adm:
@@ -1395,13 +1398,15 @@ class SwitchModel:
             N_a = gcol("agg.next").astype(np.int64) if self._omni else None
         S_a = self._vec_os[O_a]
         A_a = self._vec_oa[O_a]
-        VO_a = (self._vec_vop[O_a // self._vec_values_div] if self._vec_values_div is not None
-                else np.full(m, 3, dtype=np.int8))
+        VO_a = self._vec_vo_full[O_a]
         # counters
-        lens_adm = (np.full(m, adm[0][0], dtype=np.int64) if len(adm) == 1
-                    else np.concatenate([np.full(len(a[4]), a[0], dtype=np.int64) for a in adm])[order])
         cnt = np.bincount(S_a, minlength=len(pk)).tolist()
-        byt = np.bincount(S_a, weights=lens_adm, minlength=len(pk)).tolist()
+        if len(adm) == 1:
+            Lg0 = adm[0][0]
+            byt = [c * Lg0 for c in cnt]
+        else:
+            lens_adm = np.concatenate([np.full(len(a[4]), a[0], dtype=np.int64) for a in adm])[order]
+            byt = np.bincount(S_a, weights=lens_adm, minlength=len(pk)).tolist()
         for s, c in enumerate(cnt):
             if c:
                 pk[s] += c
