@@ -1612,9 +1612,11 @@ class SwitchModel:
         else:
             X = src
             hc = has_carry[sel]
-            if carried is not None and hc.any():
+            if carried is not None and hc.all():
+                X[:, off:off + vlen] = carried[sel].astype(L.value_dtype).view(np.uint8)
+            elif carried is not None and hc.any():
                 w = hc.nonzero()[0]
-                X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8).reshape(len(w), vlen)
+                X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8)
         Lx = X.shape[1]
         R = X.view(self._rec(Lx)).reshape(-1)
         mt = self.layout.slot("agg.msg_type")
@@ -1702,7 +1704,7 @@ class SwitchModel:
         if not k:
             return b""
         ed, es, isr, ids, sp, dp, o, n, ck = self._rw
-        S = X[mc]
+        S = X if q == len(X) else X[mc]           # X is the batch's own copy: rewrite it in place
         S[:, es:es + 6] = S[:, ed:ed + 6]
         S[:, isr:isr + 4] = S[:, ids:ids + 4]
         S[:, sp:sp + 2] = S[:, dp:dp + 2]
