@@ -1547,7 +1547,11 @@ class SwitchModel:
                 pa, j = pa[live], j[live]
             V = self._op_values(pk[pa], order2[pa] % P_ if P_ > 1 else None, adm, order)   # in j's order
             step = (j[1:] != j[:-1]).nonzero()[0] + 1
-            if len(pa) >= 6 * (len(step) + 1):    # long runs of one target: a segmented sum is cheaper
+            run = len(pa) // (len(step) + 1)
+            if run * (len(step) + 1) == len(pa) and not (step % run).any():
+                # every target gets a run of the same length (e.g. whole rounds of n packets): sum them
+                after[j[::run]] = V.reshape(len(step) + 1, run, -1).sum(axis=1, dtype=dt)
+            elif len(pa) >= 6 * (len(step) + 1):    # long runs of one target: a segmented sum is cheaper
                 seg = np.concatenate([[0], step])
                 after[j[seg]] = np.add.reduceat(V, seg, axis=0, dtype=dt)
             else:

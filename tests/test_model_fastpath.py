@@ -391,3 +391,31 @@ def test_batch_with_two_jobs_and_groups_matches_one_by_one():
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
+
+
+def test_batch_with_uneven_long_runs_matches_one_by_one():
+    """Rounds of 8 workers cut by the batch size: one batch holds runs of unequal length (the segmented-sum
+    path), the next starts mid-round from the register."""
+    plan = make_plan(make_spec(slots=8, elements_per_packet=8, variant="hardened", max_workers=8),
+                     load_target("bmv2"))
+    L = P.Layout(plan)
+    addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(8)]
+    one, batch = SwitchModel(plan), SwitchModel(plan)
+    for m in (one, batch):
+        m.load_config(job_config(plan, 1, addrs, slot_count=4, mgid=5, rid_base=50))
+    rng = np.random.default_rng(5)
+    frames = []
+    for c in range(40):
+        for a in addrs:
+            frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c,
+                                                pool_index=((c // 4 & 1) << 15) | c % 4, exponent=1,
+                                                values=rng.integers(0, 2 ** 32, L.elements)), a.port))
+    expected = [one.process(f, p) for f, p in frames]
+    got = []
+    for k in range(0, len(frames), 100):
+        got += batch.process_batch(frames[k:k + 100])
+    assert got == expected
+    assert batch.stats["multicast"] == 40
+    assert batch.counter_read() == one.counter_read()
+    for r in one.register_names():
+        assert np.array_equal(batch.register_read(r), one.register_read(r)), r
