@@ -1431,12 +1431,16 @@ class SwitchModel:
         else:
             grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
             row = np.concatenate([a[3] for a in adm])[order]
-        MG = pv[:, 6].tolist()
+        MG = pv[:, 6]
         for j, a in enumerate(adm):
             sel = emit if order is None else emit[grp[emit] == j]
             if not len(sel):
                 continue
-            grow = (~data_a[sel]) & has_carry[sel] if self._omni else np.zeros(len(sel), bool)
+            if not self._omni:
+                self._emit_vec(a[0], a[1], sel, False, row, A_a, E_a, N_a, MG, carried, has_carry, gl, ports,
+                               results)
+                continue
+            grow = (~data_a[sel]) & has_carry[sel]
             for gsel in ((sel[~grow], False), (sel[grow], True)):
                 if len(gsel[0]):
                     self._emit_vec(a[0], a[1], gsel[0], gsel[1], row, A_a, E_a, N_a, MG, carried, has_carry,
@@ -1638,7 +1642,11 @@ class SwitchModel:
         R[f"u{self._i_exp}"] = E[sel]
         R[f"u{self._i_udp_ck}"] = 0
         acts = A[sel]
-        uni = (acts == ops.OUT_UNICAST).nonzero()[0]
+        if (acts == ops.OUT_MULTICAST).all():
+            uni, mc = acts[:0], np.arange(len(sel))
+        else:
+            uni = (acts == ops.OUT_UNICAST).nonzero()[0]
+            mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
         if len(uni):
             U = R[uni]
             for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
@@ -1648,12 +1656,17 @@ class SwitchModel:
                 U[fa] = U[fb]
                 U[fb] = t
             R[uni] = U
-        mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
         nrep = 0
         mblob = b""
         if len(mc):
-            mgs = [MG[k] for k in sel[mc].tolist()]
-            gs = [self._group_vec(mg) for mg in set(mgs)]
+            mg_a = MG[sel[mc]]
+            mg0 = int(mg_a[0])
+            if (mg_a == mg0).all():
+                mgs = None
+                gs = [self._group_vec(mg0)]
+            else:
+                mgs = mg_a.tolist()
+                gs = [self._group_vec(mg) for mg in set(mgs)]
             one_group = len(gs) == 1 and gs[0].all_rewritten
             if one_group:
                 g = gs[0]
@@ -1661,6 +1674,8 @@ class SwitchModel:
                 rports = g.ports * len(mc)
                 mblob = self._replicate_one_group(X, mc, g)
             else:
+                if mgs is None:
+                    mgs = [mg0] * len(mc)
                 gmap = {mg: self._group_vec(mg) for mg in set(mgs)}
                 counts = [len(gmap[mg].ports) for mg in mgs]
                 rports = [p for mg in mgs for p in gmap[mg].ports]
