@@ -1327,7 +1327,8 @@ class SwitchModel:
                 if rows is None:
                     continue
             sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
-            port_col = np.array(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.int64)
+            port_col = np.fromiter(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.int64,
+                                   count=len(idx))
             if len(rows) != len(idx):
                 port_col = port_col[rows]
             known, pv = self._workers_batch(blob, Lg, rows, len(idx), sub, port_col)
@@ -1390,10 +1391,10 @@ class SwitchModel:
                   "n": lambda: pv[:, 3], "tsi": lambda: gcol("agg.tsi"), "exp": lambda: exp_c,
                   "data": lambda: data, "nxt": lambda: gcol("agg.next")}
         outs = self._vec_loop(*[column[x]().tolist() for x in self._vec_inputs])
-        O_a = np.asarray(outs[0], dtype=np.int64)
-        E_a = np.asarray(outs[1], dtype=np.int64) if self._vec_has_e else exp_c.astype(np.int64)
+        O_a = np.fromiter(outs[0], dtype=np.int64, count=m)      # fromiter: far cheaper than asarray on a list
+        E_a = np.fromiter(outs[1], dtype=np.int64, count=m) if self._vec_has_e else exp_c.astype(np.int64)
         if self._vec_has_n:
-            N_a = np.asarray(outs[-1], dtype=np.int64)
+            N_a = np.fromiter(outs[-1], dtype=np.int64, count=m)
         else:
             N_a = gcol("agg.next").astype(np.int64) if self._omni else None
         S_a = self._vec_os[O_a]
