@@ -1089,6 +1089,8 @@ class SwitchModel:
             return
         known0 = np.array([p is not None for p in params], dtype=bool)
         pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
+        # an eighth column: the mask when the word is 0 (what a one-word bitmap step reads), else 0
+        pv0 = np.concatenate([pv0, np.where(pv0[:, 1] == 0, pv0[:, 2], 0)[:, None]], axis=1)
         known, pv = known0[srt], pv0[srt]
         # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
         self._vx = None
@@ -1317,10 +1319,10 @@ class SwitchModel:
                 continue
             blob = b"".join([frames[i] for i in idx]) if len(idx) != B else b"".join(frames)
             rec = np.frombuffer(blob, self._rec(Lg))
+            A8 = np.frombuffer(blob, np.uint8).reshape(-1, Lg)      # the group's frames as a byte matrix
             data = self._col(rec, "agg.flags") & 1 if self._omni else None
             sig = self._sig
-            if (sig is not None and Lg >= L.frame_len
-                    and ((np.frombuffer(blob, np.uint8).reshape(-1, Lg)[:, sig[0]] & sig[1]) == sig[2]).all()):
+            if sig is not None and Lg >= L.frame_len and ((A8[:, sig[0]] & sig[1]) == sig[2]).all():
                 rows = np.arange(len(idx))        # every frame an aggregation contribution of full length
             else:
                 rows = self._parse_checks(rec, Lg, idx, frames, ports, data, results)
@@ -1331,7 +1333,7 @@ class SwitchModel:
                                    count=len(idx))
             if len(rows) != len(idx):
                 port_col = port_col[rows]
-            known, pv = self._workers_batch(blob, Lg, rows, len(idx), sub, port_col)
+            known, pv = self._workers_batch(A8, rows, sub, port_col)
             all_known = bool(known.all())
             if not all_known:
                 nunk = len(known) - int(np.count_nonzero(known))
@@ -1363,12 +1365,12 @@ class SwitchModel:
             copy = (pool >> self._slot_bits) & 1
             slot = (pv[:, 4] + sij) & 0xFFFF
             gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if len(idx) != B else grow_rows
-            adm.append((Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub,
+            adm.append((Lg, A8, rec, grow_rows, gidx, slot, copy, pv, sub,
                         None if data is None else data[grow_rows]))
         if not adm:
             return results
         if len(adm) == 1:
-            Lg, blob, rec, grow_rows, gidx, slot, copy, pv, sub, data = adm[0]
+            Lg, A8, rec, grow_rows, gidx, slot, copy, pv, sub, data = adm[0]
             order = None
         else:
             gidx = np.concatenate([a[4] for a in adm])
@@ -1387,7 +1389,7 @@ class SwitchModel:
         sc = (slot << 1) | copy
         exp_c = gcol("agg.exponent")
         column = {"sc": lambda: sc, "slot": lambda: slot, "copy": lambda: copy, "word": lambda: pv[:, 1],
-                  "mask": lambda: pv[:, 2], "m": lambda: np.where(pv[:, 1] == 0, pv[:, 2], 0),
+                  "mask": lambda: pv[:, 2], "m": lambda: pv[:, 7],
                   "n": lambda: pv[:, 3], "tsi": lambda: gcol("agg.tsi"), "exp": lambda: exp_c,
                   "data": lambda: data, "nxt": lambda: gcol("agg.next")}
         outs = self._vec_loop(*[column[x]().tolist() for x in self._vec_inputs])
@@ -1454,16 +1456,15 @@ class SwitchModel:
             u = (u >> s.shift) & s.mask
         return u.astype(np.uint64)
 
-    def _workers_batch(self, blob, Lg, rows, nrows, sub, port_col):
+    def _workers_batch(self, A8, rows, sub, port_col):
         """Workers table look-up of frames ``rows`` of a length group: whether each hits a set_worker
         entry, and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid)."""
         vx = self._vx
         if vx is not None:
             kb, kport, _sizes = self._kx
             if not (port_col >> (8 * kport)).any():          # every port fits its bytes (none negative)
-                A8 = np.frombuffer(blob, np.uint8).reshape(-1, Lg)
                 K = np.empty((len(rows), 8), np.uint8)
-                K[:, kport:] = A8[:, kb] if len(rows) == nrows else A8[rows[:, None], kb]
+                K[:, kport:] = A8[:, kb] if len(rows) == len(A8) else A8[rows[:, None], kb]
                 if kport == 1:
                     K[:, 0] = port_col
                 else:
@@ -1475,7 +1476,7 @@ class SwitchModel:
                 return (ks[ent] == key) & kn[ent], kpv[ent]
         cols = [port_col.astype(np.uint64)] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
         ent, known = self._vec_lookup(cols)
-        return known, (self._vw[3][ent] if self._vw else np.zeros((len(rows), 7), dtype=np.int64))
+        return known, (self._vw[3][ent] if self._vw else np.zeros((len(rows), 8), dtype=np.int64))
 
     def _vec_lookup(self, cols):
         """Workers table lookup for a batch: entry index and whether it is a set_worker hit."""
@@ -1517,17 +1518,23 @@ class SwitchModel:
         has_carry = self._V_CARRY[VO]
         if self._omni:
             has_carry |= (VO == 0) & ~data        # a write without data carries the zeros it wrote
-        todo = (VO != 3).nonzero()[0]
-        if not len(todo):
-            return None, has_carry
+        touched = VO != 3
+        if touched.all():
+            todo = None                           # every packet has a value op
+        else:
+            todo = touched.nonzero()[0]
+            if not len(todo):
+                return None, has_carry
         vals = self._vals
         dt = vals.dtype
-        rows = sc[todo].astype(np.int64) << self._pass_bits
+        rows = (sc if todo is None else sc[todo]).astype(np.int64, copy=False) << self._pass_bits
         if P_ > 1:
             rows = (rows[:, None] + np.arange(P_)).reshape(-1)
         order2 = np.argsort(rows, kind="stable")
         r = rows[order2]
-        pk = todo[order2 // P_] if P_ > 1 else todo[order2]      # packet of each sorted op
+        pk = order2 // P_ if P_ > 1 else order2                  # packet of each sorted op
+        if todo is not None:
+            pk = todo[pk]
         cs = VO[pk]
         reset = self._V_RESET[cs]
         adds = self._V_ADDS[cs]
@@ -1591,14 +1598,14 @@ class SwitchModel:
         P_, E = self._passes, L.elements_per_pass
         off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
         if order is None:
-            Lg, blob, _rec, grow_rows = adm[0][:4]
-            src = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[:, off:off + vlen].view(L.value_dtype)
+            _Lg, A8, _rec, grow_rows = adm[0][:4]
+            src = A8[:, off:off + vlen].view(L.value_dtype)
             brow = grow_rows[pk]
         else:
             parts = []
-            for Lg, blob, _rec, grow_rows, *_ in adm:
+            for Lg, A8, _rec, grow_rows, *_ in adm:
                 if Lg >= L.frame_len:
-                    a = np.frombuffer(blob, np.uint8).reshape(-1, Lg)[grow_rows, off:off + vlen]
+                    a = A8[grow_rows, off:off + vlen]
                     parts.append(a.view(L.value_dtype))
                 else:
                     parts.append(np.zeros((len(grow_rows), L.elements), L.value_dtype))
@@ -1608,11 +1615,10 @@ class SwitchModel:
             return src[brow]
         return src.reshape(len(src), P_, E)[brow, passes]
 
-    def _emit_vec(self, Lg, blob, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
+    def _emit_vec(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
         """Result frames of the admitted packets ``sel`` (one length group): header rewrites on the whole
         (k, Lg) array, multicast replication with np.repeat, IPv4 checksums vectorised."""
         L = self.layout
-        arr = np.frombuffer(blob, np.uint8).reshape(-1, Lg)
         src = arr[row[sel]]
         off, vlen = L.values_offset, L.data_bytes
         if grow:
