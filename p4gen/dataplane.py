@@ -50,7 +50,7 @@ PACKET_IGNORE_OUTGOING = 23    # Linux >= 4.20: the socket is not handed the fra
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
 MAX_FRAME = 1 << 16
-BURST = 256               # frames read per socket per round; one process_batch per round (vectorised)
+BURST = 512               # frames read per socket per round; one process_batch per round (vectorised)
 ROUNDS = 32               # rounds per poll_once, so counters and reloads are serviced under load
 RCVBUF = 1 << 25          # room for ~0.5 s of frames while this process is not scheduled
 SNDBUF = 1 << 23

@@ -869,11 +869,15 @@ class SwitchModel:
     def process_batch(self, packets) -> list[list[tuple[int, bytes]]]:
         """Process frames in order, as ``process`` would one by one; one output list per frame.
 
-        The per-packet decisions (tables, chunk / bitmap / counter / exponent
-        registers) run frame by frame; the value-register operations of the
-        whole batch are then applied with a few numpy calls (a segmented
-        prefix sum per register row), which gives the same register contents
-        and results as applying them one at a time.
+        From ``VEC_MIN_BATCH`` frames on, the batch is vectorised: admission,
+        the workers look-up and the output frames are numpy operations over
+        the whole batch; the per-packet decisions (chunk / bitmap / counter /
+        exponent registers) run in one generated loop over int lists; the
+        value-register operations of the whole batch are applied at once
+        (segment sums, see ``_values_vec``).  This gives the same outputs,
+        counters and registers as processing the frames one at a time.  Its
+        cost is a fixed part per call plus a part per frame, so larger batches
+        run faster (``bench/model.py``).
         """
         L = self.layout
         if not self.fast:
