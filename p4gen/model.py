@@ -1566,7 +1566,13 @@ class SwitchModel:
             run = len(pa) // (len(step) + 1)
             if run * (len(step) + 1) == len(pa) and not (step % run).any():
                 # every target gets a run of the same length (e.g. whole rounds of n packets): sum them
-                after[j[::run]] = V.reshape(len(step) + 1, run, -1).sum(axis=1, dtype=dt)
+                if run <= 4:                      # short runs: add strided slices (a reduction over a short
+                    acc = V[::run].astype(dt)     # middle axis is slow in numpy)
+                    for k in range(1, run):
+                        acc += V[k::run]
+                    after[j[::run]] = acc
+                else:
+                    after[j[::run]] = V.reshape(len(step) + 1, run, -1).sum(axis=1, dtype=dt)
             elif len(pa) >= 6 * (len(step) + 1):    # long runs of one target: a segmented sum is cheaper
                 seg = np.concatenate([[0], step])
                 after[j[seg]] = np.add.reduceat(V, seg, axis=0, dtype=dt)

@@ -393,9 +393,10 @@ def test_batch_with_two_jobs_and_groups_matches_one_by_one():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
 
 
-def test_batch_with_uneven_long_runs_matches_one_by_one():
-    """Rounds of 8 workers cut by the batch size: one batch holds runs of unequal length (the segmented-sum
-    path), the next starts mid-round from the register."""
+@pytest.mark.parametrize("size", [80, 100])
+def test_batch_with_long_runs_matches_one_by_one(size):
+    """Rounds of 8 workers in batches of whole rounds (runs of equal length) or cut by the batch size (runs
+    of unequal length, and batches that start mid-round from the register)."""
     plan = make_plan(make_spec(slots=8, elements_per_packet=8, variant="hardened", max_workers=8),
                      load_target("bmv2"))
     L = P.Layout(plan)
@@ -412,8 +413,8 @@ def test_batch_with_uneven_long_runs_matches_one_by_one():
                                                 values=rng.integers(0, 2 ** 32, L.elements)), a.port))
     expected = [one.process(f, p) for f, p in frames]
     got = []
-    for k in range(0, len(frames), 100):
-        got += batch.process_batch(frames[k:k + 100])
+    for k in range(0, len(frames), size):
+        got += batch.process_batch(frames[k:k + size])
     assert got == expected
     assert batch.stats["multicast"] == 40
     assert batch.counter_read() == one.counter_read()
