@@ -229,7 +229,7 @@ class SwitchModel:
         self.plan = plan
         data = plan.data
         self.params = p = data["params"]
-        self.layout = L = Layout(data)
+        self.layout = Layout(data)
         table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
         roles = {st["role"] for st in table.get("steps", [])} - set(FAST_KERNELS)
         if roles:
@@ -1175,7 +1175,7 @@ class SwitchModel:
                 src += ["        s = chunk[sc]"]
                 src += branches(K, used, {"advance": [
                     "if tsi > s:", f"    chunk[sc] = tsi; y = {C.CMP_GT}",
-                    f"else:", f"    y = {C.CMP_EQ} if tsi == s else {C.CMP_LT}"]})
+                    "else:", f"    y = {C.CMP_EQ} if tsi == s else {C.CMP_LT}"]})
             elif role == "counter":
                 env["cnt"], env["cfull"] = self._counter, self._counter_full
                 src += ["        c = cnt[sc]"]

@@ -56,7 +56,7 @@ def test_bad_target_files(case, capsys, tmp_path):
     rc = main(["build", "--target-file", str(path), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 1
-    assert err.startswith(f"p4gen: error: target ") and case["error"] in err and err.count("\n") == 1
+    assert err.startswith("p4gen: error: target ") and case["error"] in err and err.count("\n") == 1
 
 
 def test_missing_target_file(capsys, tmp_path):
