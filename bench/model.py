@@ -8,8 +8,8 @@ batch path), for 64 and 256 elements per packet and 2..32 workers; every
 worker sends every chunk once, so each chunk is n-1 absorbed packets and one
 multicast of n results.  The data plane hands each round's frames to one
 process_batch call, up to 512 per busy port (so 1024 is a round with two
-busy ports).  A batch costs a fixed time (about 150 numpy calls) plus a
-time per frame, so larger batches run faster.  The last lines compare the
+busy ports).  A batch costs a fixed time (over a hundred numpy calls) plus
+a time per frame, so larger batches run faster.  The last lines compare the
 slowest worker count of each batch size, at 64 elements, with the goal of
 200,000 packets/s (as a ratio).  Two references are
 measured at the same time, since this machine's speed varies with its load:
