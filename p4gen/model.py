@@ -1240,8 +1240,8 @@ class SwitchModel:
         self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
         # the values op of every final code (3: nop when the table has no values step)
         ncodes = len(self._vec_oa)
-        self._vec_vo_full = (self._vec_vop[np.arange(ncodes) // self._vec_values_div]
-                             if self._vec_values_div is not None else np.full(ncodes, 3, dtype=np.int8))
+        self._vec_vo_full = (self._vec_vop[np.arange(ncodes) // self._vec_values_div].astype(np.intp)
+                             if self._vec_values_div is not None else np.full(ncodes, 3, dtype=np.intp))
         # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
         # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
         body = "\n".join(src)
@@ -1419,7 +1419,7 @@ class SwitchModel:
                 pk[s] += c
                 by[s] += int(byt[s])
         # value registers: the whole batch at once
-        data_a = np.ones(m, dtype=bool) if not self._omni else data.astype(bool)
+        data_a = data.astype(bool) if self._omni else None      # every packet carries data otherwise
         emits = A_a != ops.OUT_DROP
         carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order, emits)
         # outputs
@@ -1545,9 +1545,11 @@ class SwitchModel:
         if self._omni:
             adds &= data[pk]                      # a header-only packet resets without adding
         n2 = len(r)
-        newrow = np.ones(n2, dtype=bool)
+        newrow = np.empty(n2, dtype=bool)
+        newrow[0] = True
         newrow[1:] = r[1:] != r[:-1]
-        last = np.ones(n2, dtype=bool)
+        last = np.empty(n2, dtype=bool)
+        last[-1] = True
         last[:-1] = newrow[1:]
         want = (emits & has_carry)[pk]
         need = (last | want).nonzero()[0]
