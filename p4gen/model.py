@@ -1000,7 +1000,7 @@ class SwitchModel:
             units.append((off, {"B": "u1", "H": ">u2", "I": ">u4", "Q": ">u8"}.get(code, f"V{size}")))
             off += size
         self._units = units
-        self._sig = self._kx = self._vx = None
+        self._sig = self._kx = self._vx = self._res_bytes = None
         self._gvec: dict[int, _GroupVec] = {}
         # byte offsets of the fields a result rewrites (whole units of the sizes below)
         fields = (self._i_eth_dst, self._i_eth_src, self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport)
@@ -1008,6 +1008,12 @@ class SwitchModel:
             return
         self._rw = tuple(units[i][0] for i in fields) + (self._ip_off, L.ipv4_len, self._ck_off)
         self._sig = self._signature(units)
+        mt, ex = L.slot("agg.msg_type"), L.slot("agg.exponent")
+        if (L.unit_sizes[mt.index] == 1 and ex.shift is None and L.unit_sizes[ex.index] in (1, 2, 4)
+                and L.unit_sizes[self._i_udp_ck] == 2):
+            self._res_bytes = (units[mt.index][0], 0xFF & ~(mt.mask << (mt.shift or 0)),
+                               self._msg_result << (mt.shift or 0), units[ex.index][0], L.unit_sizes[ex.index],
+                               units[self._i_udp_ck][0])
         key_subs = self._wkey_sub
         if any(s.raw for s in key_subs):
             return
@@ -1645,21 +1651,19 @@ class SwitchModel:
                 w = hc.nonzero()[0]
                 X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8)
         Lx = X.shape[1]
-        R = X.view(self._rec(Lx)).reshape(-1)
-        mt = self.layout.slot("agg.msg_type")
-        u = R[f"u{mt.index}"]
-        if self._omni:
-            fl = self.layout.slot("agg.flags")
-            keep = 0xFF & ~((mt.mask << mt.shift) | (fl.mask << fl.shift))
-            R[f"u{mt.index}"] = (u & keep) | (self._msg_result << mt.shift) | (1 << fl.shift)
-            R[f"u{self._i_next}"] = N[sel]
-            if grow:
-                R[f"u{self._i_total_len}"] = (R[f"u{self._i_total_len}"].astype(np.int64) + vlen) & 0xFFFF
-                R[f"u{self._i_udp_len}"] = (R[f"u{self._i_udp_len}"].astype(np.int64) + vlen) & 0xFFFF
+        rb = self._res_bytes
+        if rb is not None and not self._omni:
+            # byte-level rewrites of msg_type, exponent and UDP checksum (cheaper than a record view)
+            mo, mk, mv, eo, es, co = rb
+            X[:, mo] = (X[:, mo] & mk) | mv
+            if es == 1:
+                X[:, eo] = E[sel]
+            else:
+                X[:, eo:eo + es] = E[sel].astype(f">u{es}").view(np.uint8).reshape(-1, es)
+            X[:, co:co + 2] = 0
+            R = None
         else:
-            R[f"u{mt.index}"] = (u & (0xFF & ~(mt.mask << mt.shift))) | (self._msg_result << mt.shift)
-        R[f"u{self._i_exp}"] = E[sel]
-        R[f"u{self._i_udp_ck}"] = 0
+            R = self._rewrite_result_fields(X, Lx, sel, grow, E, N, vlen)
         acts = A[sel]
         if (acts == ops.OUT_MULTICAST).all():
             uni, mc = acts[:0], np.arange(len(sel))
@@ -1667,6 +1671,8 @@ class SwitchModel:
             uni = (acts == ops.OUT_UNICAST).nonzero()[0]
             mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
         if len(uni):
+            if R is None:
+                R = X.view(self._rec(Lx)).reshape(-1)
             U = R[uni]
             for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
                            (self._i_dport, self._i_sport)):
@@ -1721,6 +1727,26 @@ class SwitchModel:
                 for t, cnt in zip(tgt, counts):
                     results[t] = pairs[pos:pos + cnt]
                     pos += cnt
+
+    def _rewrite_result_fields(self, X, Lx, sel, grow, E, N, vlen):
+        """The result header fields of every row of ``X``, through a record view (returned): msg_type (and
+        OmniReduce's flags, next offset and grown lengths), exponent, UDP checksum 0."""
+        R = X.view(self._rec(Lx)).reshape(-1)
+        mt = self.layout.slot("agg.msg_type")
+        u = R[f"u{mt.index}"]
+        if self._omni:
+            fl = self.layout.slot("agg.flags")
+            keep = 0xFF & ~((mt.mask << mt.shift) | (fl.mask << fl.shift))
+            R[f"u{mt.index}"] = (u & keep) | (self._msg_result << mt.shift) | (1 << fl.shift)
+            R[f"u{self._i_next}"] = N[sel]
+            if grow:
+                R[f"u{self._i_total_len}"] = (R[f"u{self._i_total_len}"].astype(np.int64) + vlen) & 0xFFFF
+                R[f"u{self._i_udp_len}"] = (R[f"u{self._i_udp_len}"].astype(np.int64) + vlen) & 0xFFFF
+        else:
+            R[f"u{mt.index}"] = (u & (0xFF & ~(mt.mask << mt.shift))) | (self._msg_result << mt.shift)
+        R[f"u{self._i_exp}"] = E[sel]
+        R[f"u{self._i_udp_ck}"] = 0
+        return R
 
     def _group_vec(self, mgid: int) -> "_GroupVec":
         """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
