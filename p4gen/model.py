@@ -164,8 +164,10 @@ def _mn_nop(stored, nxt):
     return stored, nxt
 
 
-# batches at least this long take the vectorised path (numpy's per-call cost dominates below)
-VEC_MIN_BATCH = 8
+# batches at least this long take the vectorised path; shorter ones run frame by frame, which is
+# faster there: a vectorised call costs about 0.5 ms plus a few us per frame, ``process`` about
+# 20 us per frame (bench/model.py; the two meet near 25 frames)
+VEC_MIN_BATCH = 32
 
 FAST_KERNELS: dict[str, dict[str, Callable]] = {
     "chunk": {"advance": _chunk_advance},
@@ -869,20 +871,22 @@ class SwitchModel:
     def process_batch(self, packets) -> list[list[tuple[int, bytes]]]:
         """Process frames in order, as ``process`` would one by one; one output list per frame.
 
-        From ``VEC_MIN_BATCH`` frames on, the batch is vectorised: admission,
-        the workers look-up and the output frames are numpy operations over
-        the whole batch; the per-packet decisions (chunk / bitmap / counter /
-        exponent registers) run in one generated loop over int lists; the
-        value-register operations of the whole batch are applied at once
-        (segment sums, see ``_values_vec``).  This gives the same outputs,
-        counters and registers as processing the frames one at a time.  Its
-        cost is a fixed part per call plus a part per frame, so larger batches
-        run faster (``bench/model.py``).
+        Batches shorter than ``VEC_MIN_BATCH`` run frame by frame.  Longer ones
+        are vectorised: admission, the workers look-up and the output frames
+        are numpy operations over the whole batch; the per-packet decisions
+        (chunk / bitmap / counter / exponent registers) run in one generated
+        loop over int lists; the value-register operations of the whole batch
+        are applied at once (segment sums, see ``_values_vec``).  This gives
+        the same outputs, counters and registers as processing the frames one
+        at a time.  A call costs a fixed part plus a part per frame, so larger
+        batches run faster (``bench/model.py``).  A plan the vectorised path
+        cannot run decides frame by frame and applies the value operations of
+        the batch at once.
         """
         L = self.layout
-        if not self.fast:
+        if not self.fast or len(packets) < VEC_MIN_BATCH:
             return [self.process(f, p) for f, p in packets]
-        if len(packets) >= VEC_MIN_BATCH and self._vec and self._vw is not False:
+        if self._vec and self._vw is not False:
             return self._process_batch_vec(packets)
         results: list = [None] * len(packets)
         fixed_len, unpack = L.fixed_len, L.struct.unpack_from

@@ -315,13 +315,30 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
 
 
+def _junk(L, f, kind):
+    """Frame ``f`` made into traffic the switch forwards or drops, by kind (cycling)."""
+    b = bytearray(f)
+    kind %= 4
+    if kind == 0:
+        return f[:30]                             # truncated IPv4: malformed
+    if kind == 1:
+        return f[:-3]                             # truncated payload: malformed
+    if kind == 2:
+        b[L.headers["udp"].offset + 2:L.headers["udp"].offset + 4] = (4000).to_bytes(2, "big")
+        return bytes(b)                           # another UDP port: plain L2 traffic
+    b[L.headers["agg"].offset] |= 0x10
+    return bytes(b)                               # msg_type 1 (a result) sent to the switch: malformed
+
+
 @pytest.mark.parametrize("name", sorted(PLANS))
 @pytest.mark.parametrize("plain_replica", [False, True])
-def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_replica, monkeypatch):
+@pytest.mark.parametrize("vectorised", [True, False])
+def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_replica, vectorised, monkeypatch):
     """A long stream in large batches (the vectorised path): several packets per slot in one batch,
-    retransmissions, frames of two lengths in one batch, frames of unknown workers, multicast to a group
-    whose replicas all have a result_dst (or one that has a plain replica too), identical to frame-by-frame
-    processing."""
+    retransmissions, frames of two lengths in one batch, frames of unknown workers, frames the switch
+    forwards or drops as malformed or out of the slot range, multicast to a group whose replicas all have a
+    result_dst (or one that has a plain replica too), identical to frame-by-frame processing; also through
+    the batch path of plans the vectorised one cannot run (per-frame decisions, value ops at once)."""
     plan = PLANS[name]
     L = P.Layout(plan)
     n = 3
@@ -331,6 +348,7 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
         m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + ([(9, 0)] if plain_replica else []))
     assert batch._vec
+    batch._vec = vectorised
     calls = {"one group": 0, "groups": 0}
     for fn, key in (("_replicate_one_group", "one group"), ("_replicate_groups", "groups")):
         orig = getattr(SwitchModel, fn)
@@ -354,6 +372,12 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
                                                     exponent=1, values=np.arange(L.elements)), a.port))
             if c % 29 == 7:
                 frames.append((f, a.port + 256))
+            if c % 11 == 3:
+                frames.append((_junk(L, f, c // 11), a.port))
+            if c % 17 == 9:                       # slot 3: outside the job's 3 slots
+                frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c // 3,
+                                                    pool_index=3, exponent=1, values=np.arange(L.elements)),
+                               a.port))
     expected = [one.process(f, p) for f, p in frames]
     got = []
     for k in range(0, len(frames), 64):         # 64 frames: batches end inside rounds too
@@ -362,9 +386,13 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
     assert batch.counter_read() == one.counter_read()
     for r in one.register_names():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
-    assert batch.stats["drop_unknown"] > 0
-    assert calls["groups" if plain_replica else "one group"] > 0
-    assert calls["one group" if plain_replica else "groups"] == 0
+    for stat in ("drop_unknown", "drop_malformed", "drop_bad_slot", "l2_flood"):
+        assert batch.stats[stat] > 0, stat
+    if vectorised:
+        assert calls["groups" if plain_replica else "one group"] > 0
+        assert calls["one group" if plain_replica else "groups"] == 0
+    else:
+        assert calls == {"one group": 0, "groups": 0}
 
 
 def test_batch_with_two_jobs_and_groups_matches_one_by_one():
@@ -393,14 +421,15 @@ def test_batch_with_two_jobs_and_groups_matches_one_by_one():
         assert np.array_equal(batch.register_read(r), one.register_read(r)), r
 
 
-@pytest.mark.parametrize("size", [80, 100])
-def test_batch_with_long_runs_matches_one_by_one(size):
-    """Rounds of 8 workers in batches of whole rounds (runs of equal length) or cut by the batch size (runs
-    of unequal length, and batches that start mid-round from the register)."""
+@pytest.mark.parametrize("n, size", [(8, 80), (8, 100), (3, 48)])
+def test_batch_with_runs_of_one_length_or_several_matches_one_by_one(n, size):
+    """Rounds of n workers in batches of whole rounds (every emitted value a run of n adds: long or short
+    runs) or cut by the batch size (runs of unequal length, and batches that start mid-round from the
+    register)."""
     plan = make_plan(make_spec(slots=8, elements_per_packet=8, variant="hardened", max_workers=8),
                      load_target("bmv2"))
     L = P.Layout(plan)
-    addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(8)]
+    addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(n)]
     one, batch = SwitchModel(plan), SwitchModel(plan)
     for m in (one, batch):
         m.load_config(job_config(plan, 1, addrs, slot_count=4, mgid=5, rid_base=50))
