@@ -13,9 +13,10 @@ a time per frame, so larger batches run faster.  The last lines compare the
 slowest worker count of each batch size, at 64 elements, with the goal of
 200,000 packets/s (as a ratio).  Each in-process figure is the fastest of
 three runs on a fresh model, since other work shares this machine.  Two
-references are measured at the same time, since this machine's speed varies with its load:
-a bare Python loop and a naive numpy slot update (frombuffer + in-place add
-into a register row, 64 elements, no parsing or decision).  The load
+references are measured at the same time, since this machine's speed
+varies with its load: a bare Python loop and a naive numpy slot update
+(frombuffer + in-place add into a register row, 64 elements, no parsing or
+decision).  The load
 average (os.getloadavg) is printed before and after, since the figures
 scale with the share of a core this process gets.
 
