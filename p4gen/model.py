@@ -165,8 +165,8 @@ def _mn_nop(stored, nxt):
 
 
 # batches at least this long take the vectorised path; shorter ones run frame by frame, which is
-# faster there: a vectorised call costs about 0.5 ms plus a few us per frame, ``process`` about
-# 20 us per frame (bench/model.py; the two meet near 25 frames)
+# faster there: a vectorised call has a fixed cost of some hundreds of us (its numpy calls), while
+# ``process`` costs the same per frame whatever the batch (bench/model.py prints both)
 VEC_MIN_BATCH = 32
 
 FAST_KERNELS: dict[str, dict[str, Callable]] = {
@@ -943,7 +943,7 @@ class SwitchModel:
             return carried
         codes = np.array([self._VCODE[v[0]] for _, v in todo], dtype=np.int8)
         bases = np.array([v[1] for _, v in todo], dtype=np.int64)
-        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
+        off, vlen = L.values_offset, L.data_bytes
         zero = bytes(vlen)
         blob = b"".join([deferred[k][1][off:off + vlen] if deferred[k][8] else zero for k, _ in todo])
         pkt = np.frombuffer(blob, L.value_dtype).reshape(len(todo) * P_, E).astype(np.uint64)
@@ -1618,7 +1618,7 @@ class SwitchModel:
         pass ``passes`` (None: one pass); every such packet carries data."""
         L = self.layout
         P_, E = self._passes, L.elements_per_pass
-        off, vlen = L.values_offset, L.elements * L.value_dtype.itemsize
+        off, vlen = L.values_offset, L.data_bytes
         if order is None:
             _Lg, A8, _rec, grow_rows = adm[0][:4]
             src = A8[:, off:off + vlen].view(L.value_dtype)

@@ -188,16 +188,10 @@ class OmniWorker(Worker):
 
     def receive(self, frame, now: float = 0.0) -> list[bytes]:
         """One frame from the switch; the frames to send in response."""
-        r = self._parse(frame)
-        if r is None:
+        got = self._result_slot(frame)
+        if got is None:
             return []
-        if r.job != self.job:
-            self.stats.ignored += 1
-            return []
-        j = r.pool_index & ((1 << self.slot_bits) - 1)
-        if j >= self.streams:
-            self.stats.ignored += 1
-            return []
+        r, j = got
         s = self._slots[j]
         b = self._block[j]
         if s.t < 0 or r.tsi != self._tsi(b) or r.pool_index != self._pool(j, self._round[j]):

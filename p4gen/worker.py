@@ -181,18 +181,24 @@ class Worker:
             self.stats.malformed += 1
             return None
 
-    def receive(self, frame, now: float = 0.0) -> list[bytes]:
-        """One frame from the switch; the frames to send in response."""
+    def _result_slot(self, frame):
+        """(result, slot index) of a frame from the switch for this job and one of its slots, or None
+        (malformed frames counted as such, other jobs' and slots' as ignored)."""
         r = self._parse(frame)
         if r is None:
-            return []
-        if r.job != self.job:
-            self.stats.ignored += 1
-            return []
+            return None
         j = r.pool_index & ((1 << self.slot_bits) - 1)
-        if j >= len(self._slots):
+        if r.job != self.job or j >= len(self._slots):
             self.stats.ignored += 1
+            return None
+        return r, j
+
+    def receive(self, frame, now: float = 0.0) -> list[bytes]:
+        """One frame from the switch; the frames to send in response."""
+        got = self._result_slot(frame)
+        if got is None:
             return []
+        r, j = got
         s = self._slots[j]
         t = s.t
         if t < 0 or r.tsi != ((self.tsi_base + t) & 0xFFFFFFFF) or r.pool_index != self.pool_index(t):

@@ -114,16 +114,21 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
             else:
                 assert np.allclose(r, exact, atol=codec.error_bound(3, 3) * 2)
     finally:
-        dp.send_signal(signal.SIGTERM)
-        try:
-            rc = dp.wait(10)
-        except subprocess.TimeoutExpired:
-            dp.kill()
-            rc = dp.wait()
+        rc = _stop(dp)
     assert rc == 0, dp.stderr.read()
     final = json.loads(stats.read_text())
     assert final["stats"]["multicast"]["packets"] >= 5
     assert final["ports"]["1"]["rx"] > 0 and final["ports"]["2"]["tx"] > 0
+
+
+def _stop(dp) -> int:
+    """SIGTERM the data plane; its exit code (killed after 10 s without exiting)."""
+    dp.send_signal(signal.SIGTERM)
+    try:
+        return dp.wait(10)
+    except subprocess.TimeoutExpired:
+        dp.kill()
+        return dp.wait()
 
 
 def _wait_for(path, proc, what):
@@ -172,12 +177,7 @@ def test_p4runtime_programs_the_dataplane(netns, tmp_path):
         multicast = next(ln for ln in cnt.stdout.splitlines() if ln.startswith("multicast"))
         assert int(multicast.split("packets=")[1].split()[0]) >= 5
     finally:
-        dp.send_signal(signal.SIGTERM)
-        try:
-            rc = dp.wait(10)
-        except subprocess.TimeoutExpired:
-            dp.kill()
-            rc = dp.wait()
+        rc = _stop(dp)
     err = dp.stderr.read()
     assert rc == 0, err
     assert "P4Runtime server listening on 127.0.0.1:9559" in err and "SIGHUP ignored" in err
@@ -247,12 +247,7 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
             _out, err = p.communicate(timeout=60)
             assert p.returncode == 0, err
     finally:
-        dp.send_signal(signal.SIGTERM)
-        try:
-            rc = dp.wait(10)
-        except subprocess.TimeoutExpired:
-            dp.kill()
-            rc = dp.wait()
+        rc = _stop(dp)
     assert rc == 0, dp.stderr.read()
     final = json.loads(stats.read_text())
     for i in range(2):

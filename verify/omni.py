@@ -71,7 +71,7 @@ import z3
 from p4gen import decision, ops
 
 from . import protocol
-from .mutants import _set_op
+from .mutants import _drop_seen, _set_op
 from .protocol import POPCOUNT, WORD, Clause, TraceRow, _feasible, _goals, _select, popcount_lemmas, prove_popcount_lemmas
 from .runner import _ns_text
 from .z3alg import EMPTY, ONE, Share, ShareVec, Z3, Z3Algebra
@@ -739,22 +739,6 @@ def _header_only_writes(table: dict[str, Any]) -> dict[str, Any]:
     return _set_op(table, "values", "clear", "write")
 
 
-def _ignore_seen(table: dict[str, Any]) -> dict[str, Any]:
-    """The bitmap is not consulted: rules for seen=1 vanish, rules for seen=0 match always."""
-    t = _copy.deepcopy(table)
-    for st in t["steps"] + [t["outcome"]]:
-        if "seen" not in st.get("keys", []):
-            continue
-        rules = []
-        for r in st["rules"]:
-            if r["match"].get("seen") == "1":
-                continue
-            r["match"].pop("seen", None)
-            rules.append(r)
-        st["rules"] = rules
-    return t
-
-
 @dataclass(frozen=True)
 class OmniMutant:
     name: str
@@ -772,7 +756,7 @@ MUTANTS: list[OmniMutant] = [
     OmniMutant("omni_header_only_first_writes", "a header-only first packet stores what it carries (write, not clear)",
                lambda c: replace(c, table=_header_only_writes(c.table))),
     OmniMutant("omni_no_bitmap_check", "the switch takes a packet even when the worker's bit is set",
-               lambda c: replace(c, table=_ignore_seen(c.table))),
+               lambda c: replace(c, table=_drop_seen(c.table))),
 ]
 
 
