@@ -39,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-from p4gen import packet as P
-from p4gen.model import WorkerAddr, job_config
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import WorkerAddr, job_config
 from p4gen.plan import Plan
 
 SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
@@ -113,7 +114,7 @@ def main() -> int:
         print(r.stdout, r.stderr, file=sys.stderr)
         return 1
     plan = Plan.load(out / "plan.json")
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     slot_bits = int(plan.data["params"]["slot_bits"])
 
     tag = secrets.token_hex(3)

@@ -22,7 +22,7 @@ scale with the share of a core this process gets.
 
 AF_PACKET (root only, in a private network namespace named p4gtest-bench-*,
 removed on exit, exception or SIGTERM): raw frames between two veth ends with
-nothing in between, then ``python -m p4gen.dataplane`` between two veth pairs
+nothing in between, then ``python -m p4gen.switch.dataplane`` between two veth pairs
 with one sender process per worker, paced at each of ``--rates`` total frames/s
 (0: as fast as the senders go; -1: the data plane is stopped while the senders
 fill its socket buffers, then drains them with the CPU to itself).  Each run
@@ -49,8 +49,9 @@ from pathlib import Path
 
 import numpy as np
 
-from p4gen import packet as P
-from p4gen.model import SwitchModel, WorkerAddr, job_config
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -65,7 +66,7 @@ def addrs(n):
 
 
 def frames_for(plan, n, chunks, slots):
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     ws = addrs(n)
     vals = np.arange(L.elements)
     out = []
@@ -248,7 +249,7 @@ def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> d
     stats.unlink(missing_ok=True)
     for w, blob in enumerate(blobs):
         (tmp / f"w{w}.bin").write_bytes(blob)
-    dp = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "p4gen.dataplane",
+    dp = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(tmp), "--config", str(tmp / "cfg.json"), "--stats", str(stats),
                            "--stats-interval", "0.02"] + [a for w in range(len(blobs))
                                                           for a in ("--port", f"{w + 1}=s{w}")],
@@ -353,7 +354,7 @@ def bench_afpacket(quick: bool, rates: list[float]) -> None:
         n = 20000 if quick else 100000
         slots = 1024
         plan = make_plan(make_spec(slots=slots, elements_per_packet=64, variant="hardened"), load_target("bmv2"))
-        size = P.Layout(plan).frame_len
+        size = W.Layout(plan).frame_len
         loop_ns, _naive = calibrate()
         print(f"AF_PACKET; {load()}; reference (same run): bare Python loop {loop_ns:.0f} ns/iteration")
         out = _sh("ip", "netns", "exec", ns, sys.executable, "-c", RAW_SEND, "w0", "s0", str(n), str(size))

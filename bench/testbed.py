@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from p4gen.packet import Layout
+from p4gen.wire import Layout
 from p4gen.plan import Plan
 from p4gen.testbed import harness
 from p4gen.testbed.cli import _plan_for, header, parse_size, row

@@ -7,7 +7,7 @@ observations made by earlier steps and names an operation from
 lives in the Plan (``plan.json``) and is the single definition read by
 
 * the P4 templates, which render every step as a table with const entries;
-* the software data plane (``p4gen.model``), which executes it;
+* the software data plane (``p4gen.switch.model``), which executes it;
 * the verifier (``p4gen.verify``), which encodes it in Z3.
 
 Rules are matched first-to-last; ``"*"`` matches any value.  ``expand``

@@ -2,8 +2,8 @@
 
     ip netns exec p4g..-h1 python -m p4gen.testbed.agent CONFIG.json
 
-The protocol is :class:`p4gen.worker.Worker` (or
-:class:`p4gen.omni_worker.OmniWorker`); this module only owns the socket
+The protocol is :class:`p4gen.host.worker.Worker` (or
+:class:`p4gen.host.omni_worker.OmniWorker`); this module only owns the socket
 and the clock.  Frames go out through a kernel UDP socket (so iptables loss
 and tc shaping in the host namespace apply to them): the worker's frame
 minus its Ethernet/IPv4/UDP headers is the datagram, sent to the switch's
@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from p4gen.packet import Layout, endpoint
+from p4gen.wire import Layout
+from p4gen.host.packet import endpoint
 from p4gen.plan import Plan
 from .fastworker import FastWorker
 
@@ -56,7 +57,7 @@ def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
     common = dict(job=cfg["job"], window=cfg["window"], n_workers=cfg["n"], src=src, dst=dst,
                   timeout=cfg["timeout"], backoff=2.0, max_timeout=cfg["max_timeout"])
     if cfg["protocol"] == "omnireduce":
-        from p4gen.omni_worker import OmniWorker
+        from p4gen.host.omni_worker import OmniWorker
 
         return OmniWorker(layout, tensor, **common)
     mode = "float" if cfg["dtype"] == "float32" else "int"

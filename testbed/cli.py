@@ -106,8 +106,8 @@ def run(args: argparse.Namespace):
     if args.protocol == "omnireduce":
         import importlib.util
 
-        if importlib.util.find_spec("p4gen.omni_worker") is None:
-            raise TestbedError("--protocol omnireduce: p4gen.omni_worker (the OmniReduce worker state machine) "
+        if importlib.util.find_spec("p4gen.host.omni_worker") is None:
+            raise TestbedError("--protocol omnireduce: p4gen.host.omni_worker (the OmniReduce worker state machine) "
                                "is not installed")
     elif args.density != 1.0:
         raise TestbedError(f"--density {args.density} applies to --protocol omnireduce only")

@@ -1,4 +1,4 @@
-"""A faster :class:`p4gen.worker.Worker` for the emulators: same protocol, same bytes.
+"""A faster :class:`p4gen.host.worker.Worker` for the emulators: same protocol, same bytes.
 
 The reference worker builds each frame through ``Layout.encode`` (header
 dicts) and ``codec.quantize`` (argument checks), about 0.4 ms per frame,
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from p4gen import codec
-from p4gen.packet import ETHERTYPE_IPV4, contribution_frame
-from p4gen.worker import Worker
+from p4gen.host import codec
+from p4gen.wire import ETHERTYPE_IPV4
+from p4gen.host.packet import contribution_frame
+from p4gen.host.worker import Worker
 
 
 @dataclass

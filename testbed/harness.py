@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from p4gen.packet import Layout
+from p4gen.wire import Layout
 
 from . import tensors
 from .errors import JobError, TestbedError

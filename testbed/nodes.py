@@ -5,7 +5,7 @@ namespace, its ports (number -> interface) and a work directory; the class
 is passed in (``switch=SoftSwitch`` or ``switch=BMv2Switch``).  Every wait
 has a timeout and every failure names the node's log file.
 
-* :class:`SoftSwitch` runs ``python -m p4gen.dataplane`` (the software data
+* :class:`SoftSwitch` runs ``python -m p4gen.switch.dataplane`` (the software data
   plane) on the interfaces, programmed through a JSON config file.
 * :class:`BMv2Switch` runs ``simple_switch_grpc`` with the program compiled
   by ``p4c-bm2-ss``, programmed over P4Runtime by ``p4gen.controller``.
@@ -145,10 +145,10 @@ class AggSwitch(Node):
 
 
 class SoftSwitch(AggSwitch):
-    """The software data plane (``python -m p4gen.dataplane``), programmed by a JSON config file."""
+    """The software data plane (``python -m p4gen.switch.dataplane``), programmed by a JSON config file."""
 
     kind = "switch"
-    module = "p4gen.dataplane"
+    module = "p4gen.switch.dataplane"
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)

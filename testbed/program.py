@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from p4gen.model import WorkerAddr, job_config
-from p4gen.packet import ip as ip_int, mac as mac_int
+from p4gen.switch.model import WorkerAddr, job_config
+from p4gen.wire import ip as ip_int, mac as mac_int
 from p4gen.plan import Plan
 
 from .errors import TestbedError

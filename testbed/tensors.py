@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from p4gen import codec
+from p4gen.host import codec
 
 DTYPES = ("float32", "int32")
 
@@ -95,7 +95,7 @@ def check_switchml(result: np.ndarray, xs: list[np.ndarray], total: np.ndarray, 
 
 def check_omnireduce(result: np.ndarray, xs: list[np.ndarray], total: np.ndarray, k: int, streams: int,
                      value_width: int = 32) -> Check:
-    """Check an OmniReduce result (``p4gen.omni_worker``): exact integer sums, zeros where every worker
+    """Check an OmniReduce result (``p4gen.host.omni_worker``): exact integer sums, zeros where every worker
     had zeros.
 
     Float mode: block ``b`` belongs to stream ``b mod streams`` and every block of a stream is

@@ -15,12 +15,13 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from p4gen import packet as P
-from p4gen.model import SwitchModel, WorkerAddr, job_config
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
-from p4gen.worker import Worker
+from p4gen.host.worker import Worker
 
 SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 JOB = 3
@@ -42,7 +43,7 @@ class Net:
     def __init__(self, plan, n: int, chunks: int, window: int, seed: int, fifo: bool, decision=None,
                  slot_base: int = 0):
         self.plan = plan
-        self.layout = P.Layout(plan)
+        self.layout = W.Layout(plan)
         self.fifo = fifo
         self.model = SwitchModel(plan, decision=decision)
         self.addrs = [WorkerAddr(10 + i, 0x020000000100 + i, 0x0A000001 + i, 40000 + i) for i in range(n)]

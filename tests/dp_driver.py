@@ -14,9 +14,10 @@ import time
 
 import numpy as np
 
-from p4gen import packet as P
+from p4gen import wire as W
+from p4gen.host import packet as P
 from p4gen.plan import Plan
-from p4gen.worker import Worker
+from p4gen.host.worker import Worker
 
 SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 
@@ -30,7 +31,7 @@ def tensor(i, mode, size=300):
 def main(argv):
     plan = Plan.load(argv[1])
     mode = argv[2]
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     specs = [a.split(",") for a in argv[3:]]
     n = len(specs)
     socks, workers = [], []

@@ -4,7 +4,7 @@ For each program (SwitchML hardened and reference, OmniReduce) the test
 compiles the BMv2 JSON, runs simple_switch inside a private network
 namespace (p4gtest-bm-*) with three veth pairs (switch ports 1..3), loads the
 same job entries into the switch (through simple_switch_CLI) and into
-:class:`p4gen.model.SwitchModel`, sends a scripted sequence of frames one at a
+:class:`p4gen.switch.model.SwitchModel`, sends a scripted sequence of frames one at a
 time through the host ends of the veth pairs, and compares, per step, the set
 of (egress port, frame bytes) seen on the wire with the model's output; at the
 end the stats counter.  Runs only where BMv2 and p4c-bm2-ss are installed and
@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p4gen import packet as P
-from p4gen.model import SwitchModel, WorkerAddr, job_config
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.plan import Plan
 
 TOOLS = ("simple_switch", "simple_switch_CLI", "p4c-bm2-ss")
@@ -179,7 +180,7 @@ def cli_commands(plan: Plan, cfg: dict, extra: list[tuple[str, dict, str, dict]]
     entries = [(t, e["match"], e["action"], e["params"]) for t, es in cfg["tables"].items() for e in es] + extra
     for table, match, action, params in entries:
         c = ctl.get(table, "P4genIngress")
-        keys = [_fmt(P.mac(match[k["name"]]) if isinstance(match[k["name"]], str) and ":" in match[k["name"]]
+        keys = [_fmt(W.mac(match[k["name"]]) if isinstance(match[k["name"]], str) and ":" in match[k["name"]]
                      else match[k["name"]]) for k in tables[table]["keys"]]
         vals = [_fmt(params[q["name"]]) for q in acts[action]]
         cmds.append(f"table_add {c}.{table} {c}.{action} {' '.join(keys)} => {' '.join(vals)}")
@@ -201,7 +202,7 @@ def read_counter(sw: Bmv2, names: list[str]) -> dict[str, tuple[int, int]]:
     return {names[int(i)]: (int(p), int(b)) for i, b, p in found}
 
 
-def is_agg(frame: bytes, layout: P.Layout) -> bool:
+def is_agg(frame: bytes, layout: W.Layout) -> bool:
     """IPv4 UDP to or from the aggregation port range (everything else on the wire is noise)."""
     if len(frame) < 14 + 20 + 4 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return False
@@ -213,7 +214,7 @@ def is_agg(frame: bytes, layout: P.Layout) -> bool:
     return lo <= sport <= hi or lo <= dport <= hi
 
 
-def collect(socks: dict[int, socket.socket], layout: P.Layout, l2_ok: set[bytes]) -> list[tuple[int, bytes]]:
+def collect(socks: dict[int, socket.socket], layout: W.Layout, l2_ok: set[bytes]) -> list[tuple[int, bytes]]:
     got = []
     fds = {s.fileno(): k for k, s in socks.items()}
     deadline = time.monotonic() + FIRST_WAIT
@@ -252,7 +253,7 @@ def drain(socks: dict[int, socket.socket]) -> None:
 # -- scripted frames ----------------------------------------------------------------------
 def scenario(plan: Plan, addrs: list[WorkerAddr]) -> list[tuple[str, int, bytes]]:
     """(label, ingress port, frame) in sending order."""
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     omni = L.omni
     rng = np.random.default_rng(7)
     width = L.value_width
@@ -332,7 +333,7 @@ def test_bmv2_matches_model(variant, tmp_path):
     program = out / "program.json"
     assert program.exists(), f"no {program}; see {out / 'compile.log'}"
     plan = Plan.load(out / "plan.json")
-    layout = P.Layout(plan)
+    layout = W.Layout(plan)
 
     addrs = [WorkerAddr(k, 0x020000000100 + k, 0x0A000000 + k, 40000 + k) for k in (1, 2, 3)]
     cfg = job_config(plan, JOB, addrs, slot_base=SLOT_BASE, slot_count=SLOT_COUNT, mgid=MGID, rid_base=RID_BASE)

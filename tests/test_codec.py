@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from p4gen import codec
+from p4gen.host import codec
 from p4gen.errors import P4genError
 from p4gen.spec import MAX_WORKERS
 

@@ -17,8 +17,8 @@ from p4gen.controller import (ArbitrationError, Controller, JobConflictError, Jo
 from p4gen.controller.cli import main as ctl_main
 from p4gen.controller.entities import PlanEntities, update
 from p4gen.controller.jobs import SwitchState
-from p4gen.model import SwitchModel
-from p4gen.p4rt_server import P4RuntimeServer, ServerError
+from p4gen.switch.model import SwitchModel
+from p4gen.switch.p4rt_server import P4RuntimeServer, ServerError
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p4gen import packet as P
+from p4gen import wire as W
+from p4gen.host import packet as P
 from p4gen.build import build
 from p4gen.controller import Controller, connect, load_build, load_job
 from p4gen.controller.cli import main as ctl_main
 from p4gen.controller.jobfile import job_rid
-from p4gen.model import SwitchModel
-from p4gen.p4rt_server import P4RuntimeServer
+from p4gen.switch.model import SwitchModel
+from p4gen.switch.p4rt_server import P4RuntimeServer
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 
@@ -89,8 +90,8 @@ def test_setup_aggregate_teardown(build_dir, switch):
         for port, fr in out:
             res = P.parse_result(model.layout, fr)
             w = doc["workers"][port - 1]
-            assert res.headers["ipv4"]["dst_addr"] == P.ip(w["ip"])
-            assert res.headers["ethernet"]["dst_addr"] == P.mac(w["mac"])
+            assert res.headers["ipv4"]["dst_addr"] == W.ip(w["ip"])
+            assert res.headers["ethernet"]["dst_addr"] == W.mac(w["mac"])
             assert res.headers["udp"]["dst_port"] == w["udp_port"]
             np.testing.assert_array_equal(res.values, want)
 
@@ -125,7 +126,7 @@ def test_two_jobs_share_switch_and_teardown_keeps_the_other(build_dir, switch):
         ctl.teardown(1)
         state = ctl.state()
         assert sorted(state.jobs) == [2]
-        assert sorted(state.l2) == [P.mac("02:00:00:00:00:05"), P.mac("02:00:00:00:00:06")]
+        assert sorted(state.l2) == [W.mac("02:00:00:00:00:05"), W.mac("02:00:00:00:00:06")]
         assert model.groups == {2: [(5, job_rid(b.plan, 2, 0)), (6, job_rid(b.plan, 2, 1))],
                                 flood + 5: [(6, 0)], flood + 6: [(5, 0)]}
         # job 2 still aggregates: slot 0 of job 2 is pool slot 32

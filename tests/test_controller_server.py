@@ -19,8 +19,8 @@ from p4gen.build import build
 from p4gen.controller import Controller, ControllerError, WriteError, connect, load_build
 from p4gen.controller import codec
 from p4gen.controller.entities import PlanEntities, update
-from p4gen.model import SwitchModel
-from p4gen.p4rt_server import P4RuntimeServer
+from p4gen.switch.model import SwitchModel
+from p4gen.switch.p4rt_server import P4RuntimeServer
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 
@@ -106,7 +106,7 @@ def free_port() -> int:
 
 def test_standalone_server(build_dir):
     addr = f"127.0.0.1:{free_port()}"
-    proc = subprocess.Popen([sys.executable, "-m", "p4gen.p4rt_server", "--plan", str(build_dir), "--addr", addr],
+    proc = subprocess.Popen([sys.executable, "-m", "p4gen.switch.p4rt_server", "--plan", str(build_dir), "--addr", addr],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

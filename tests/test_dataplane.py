@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from p4gen import codec
+from p4gen.host import codec
 from p4gen.build import build
-from p4gen.dataplane import DataPlaneError, main as dp_main, parse_addr, parse_port
-from p4gen.model import WorkerAddr, job_config
-from p4gen.packet import ip, mac
+from p4gen.switch.dataplane import DataPlaneError, main as dp_main, parse_addr, parse_port
+from p4gen.switch.model import WorkerAddr, job_config
+from p4gen.wire import ip, mac
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -51,7 +51,7 @@ def test_bad_interface_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "plan.json").write_text(plan.to_json())
     rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0"])
     err = capsys.readouterr().err.strip()
-    assert rc == 2 and err.startswith("p4gen.dataplane:") and "\n" not in err
+    assert rc == 2 and err.startswith("p4gen.switch.dataplane:") and "\n" not in err
 
 
 def _sh(*args, check=True):
@@ -91,7 +91,7 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
     cfg["groups"][str(plan.data["params"]["flood_group_base"] + 1)] = [[2, 0], [3, 0]]
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     stats = tmp_path / "stats.json"
-    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.dataplane",
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"),
                            "--stats", str(stats), "--stats-interval", "0.1",
                            "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"],
@@ -153,7 +153,7 @@ def test_p4runtime_programs_the_dataplane(netns, tmp_path):
     job.write_text("\n".join(lines) + "\n")
     stats = tmp_path / "stats.json"
     addr = "127.0.0.1:9559"
-    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.dataplane",
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(out), "--p4runtime", addr, "--stats", str(stats),
                            "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -216,12 +216,13 @@ open(out, "wb").write(b"".join(len(f).to_bytes(4, "big") + f for f in got))
 def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
     """Two sender processes blast 1500 contributions each, no window: every chunk's result comes back with
     the exact sum, the data plane reads each frame once (not its own transmissions) and counts runts."""
-    from p4gen import packet as P
+    from p4gen import wire as W
+    from p4gen.host import packet as P
 
     chunks, runts = 1500, 3
     plan = make_plan(make_spec(slots=2048, elements_per_packet=64), load_target("bmv2"))
     (tmp_path / "plan.json").write_text(plan.to_json())
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(2)]
     (tmp_path / "cfg.json").write_text(json.dumps(job_config(plan, 1, workers)))
     switch = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
@@ -232,7 +233,7 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
                                  exponent=127, values=(base + 64 * c) * (i + 1))
             for c in range(chunks)))
     stats = tmp_path / "stats.json"
-    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.dataplane",
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"),
                            "--stats", str(stats), "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

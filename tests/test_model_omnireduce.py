@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from p4gen import packet as P
-from p4gen.model import ModelError, SwitchModel, WorkerAddr, job_config
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import ModelError, SwitchModel, WorkerAddr, job_config
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -35,11 +36,11 @@ def _frame(L, a, values, nxt, tsi=1, pool_index=0, exponent=0):
 
 
 def _checksum_ok(L, frame):
-    return P.ipv4_checksum(frame[L.ipv4_offset:L.ipv4_offset + L.ipv4_len]) == 0
+    return W.ipv4_checksum(frame[L.ipv4_offset:L.ipv4_offset + L.ipv4_len]) == 0
 
 
 def test_plan_is_accepted_and_codec_knows_header_only():
-    L = P.Layout(PLAN)
+    L = W.Layout(PLAN)
     assert L.omni and L.passes == 1
     a = _addrs(1)[0]
     f = _frame(L, a, None, 7)
@@ -49,14 +50,14 @@ def test_plan_is_accepted_and_codec_knows_header_only():
     assert hdrs["ipv4"]["total_len"] == L.fixed_len - L.ipv4_offset and _checksum_ok(L, f)
     g = _frame(L, a, np.arange(L.elements), 9)
     assert len(g) == L.frame_len and L.decode(g)[0]["agg"]["flags"] == 1
-    with pytest.raises(P.PacketError, match="next="):
+    with pytest.raises(W.PacketError, match="next="):
         P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=1, pool_index=0,
                              exponent=0, values=np.arange(L.elements))
 
 
 def test_round_with_header_only_workers_sums_exactly():
     """Workers 0 and 2 send a block, worker 1 only its next offset; the result is the exact sum."""
-    L = P.Layout(PLAN)
+    L = W.Layout(PLAN)
     m = _model(PLAN, 3)
     addrs = _addrs(3)
     m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)])
@@ -81,7 +82,7 @@ def test_round_with_header_only_workers_sums_exactly():
 
 def test_header_only_first_and_last_packets_grow_the_result():
     """First packet header-only (clear), last packet header-only (read): the frame grows by the data header."""
-    L = P.Layout(PLAN)
+    L = W.Layout(PLAN)
     m = _model(PLAN, 3)
     addrs = _addrs(3)
     m.set_group(5, [(addrs[0].port, 0)])                   # rid 0: the result leaves unchanged
@@ -111,7 +112,7 @@ def test_header_only_first_and_last_packets_grow_the_result():
 
 
 def test_all_header_only_round_returns_zeros():
-    L = P.Layout(SMALL)
+    L = W.Layout(SMALL)
     m = _model(SMALL, 2)
     addrs = _addrs(2)
     m.set_group(5, [(addrs[0].port, 50)])
@@ -122,7 +123,7 @@ def test_all_header_only_round_returns_zeros():
 
 
 def test_malformed_and_truncated():
-    L = P.Layout(SMALL)
+    L = W.Layout(SMALL)
     m = _model(SMALL, 2)
     a = _addrs(2)[0]
     full = _frame(L, a, np.arange(L.elements), 3)
@@ -142,7 +143,7 @@ def test_omnireduce_table_needs_an_omnireduce_plan():
 def test_switchml_frames_unchanged_by_omnireduce_support():
     """A SwitchML result keeps agg.flags as sent (the omnireduce rewrite does not apply)."""
     sw = make_plan(make_spec(slots=4, elements_per_packet=8, variant="hardened"), load_target("bmv2"))
-    L = P.Layout(sw)
+    L = W.Layout(sw)
     assert not L.omni
     m = SwitchModel(sw)
     addrs = _addrs(2)
@@ -181,7 +182,7 @@ def _stream_frames(L, stream, n):
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4))
 def test_fast_equals_reference(stream, n):
-    L = P.Layout(SMALL)
+    L = W.Layout(SMALL)
     fast, ref = _model(SMALL, n, True, 3), _model(SMALL, n, False, 3)
     for m in (fast, ref):
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(_addrs(n))] + [(9, 0)])
@@ -195,7 +196,7 @@ def test_fast_equals_reference(stream, n):
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4), cuts=st.lists(st.integers(0, 60), max_size=4))
 def test_batches_equal_one_by_one(stream, n, cuts):
-    L = P.Layout(SMALL)
+    L = W.Layout(SMALL)
     one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)
     for m in (one, batch):
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(_addrs(n))] + [(9, 0)])
@@ -215,7 +216,7 @@ def test_batches_equal_one_by_one(stream, n, cuts):
 def test_long_stream_in_large_batches_matches_one_by_one(plain_replica):
     """The vectorised batch path on OmniReduce traffic: header-only and data packets to the same slots in one
     batch, last packets (and retransmissions) without data whose frames grow, identical to one by one."""
-    L = P.Layout(SMALL)
+    L = W.Layout(SMALL)
     n = 3
     addrs = _addrs(n)
     one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)

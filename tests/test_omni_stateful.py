@@ -1,6 +1,6 @@
 """Stateful properties of OmniReduce workers and the switch model over an adversarial network.
 
-2..4 workers (``p4gen.omni_worker.OmniWorker``, integer mode) run one
+2..4 workers (``p4gen.host.omni_worker.OmniWorker``, integer mode) run one
 block-sparse all-reduce through ``SwitchModel`` on the omnireduce plan; the
 network of ``aggnet.Net`` loses, duplicates, delays and reorders frames in
 both directions.  Sparsity patterns: random, some workers all-zero, every
@@ -35,10 +35,11 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import initialize, run_state_machine_as_test
 
 from aggnet import JOB, SWITCH, Net, ResultMismatch, machine
-from p4gen import packet as P
-from p4gen.model import SwitchModel, WorkerAddr, job_config
-from p4gen.omni_packet import NONE
-from p4gen.omni_worker import OmniProtocolError, OmniWorker
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
+from p4gen.host.omni_packet import NONE
+from p4gen.host.omni_worker import OmniProtocolError, OmniWorker
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -75,7 +76,7 @@ class OmniNet(Net):
     def __init__(self, plan, n: int, blocks: int, window: int, seed: int, fifo: bool, pattern: str,
                  decision=None):
         self.plan = plan
-        self.layout = L = P.Layout(plan)
+        self.layout = L = W.Layout(plan)
         self.fifo = fifo
         self.model = SwitchModel(plan, decision=decision)
         self.addrs = [WorkerAddr(10 + i, 0x020000000100 + i, 0x0A000001 + i, 40000 + i) for i in range(n)]

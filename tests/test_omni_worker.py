@@ -7,15 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from p4gen import codec
-from p4gen import packet as P
-from p4gen.model import SwitchModel, WorkerAddr, job_config
-from p4gen.omni_packet import NONE, OmniFrames
-from p4gen.omni_worker import OmniProtocolError, OmniWorker
+from p4gen.host import codec
+from p4gen import wire as W
+from p4gen.host import packet as P
+from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
+from p4gen.host.omni_packet import NONE, OmniFrames
+from p4gen.host.omni_worker import OmniProtocolError, OmniWorker
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
-from p4gen.worker import WorkerError
+from p4gen.host.worker import WorkerError
 
 SW = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 ME = P.endpoint("02:00:00:00:00:01", "10.0.0.1", 7000)
@@ -24,7 +25,7 @@ PLANS = {w: make_plan(make_spec(protocol="omnireduce", slots=4, elements_per_pac
 
 
 def allreduce(plan, tensors, window, loss=0.0, seed=0, threshold=0.0):
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     n = len(tensors)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 7000 + i) for i in range(n)]
     m = SwitchModel(plan)
@@ -62,7 +63,7 @@ def sparse(rng, n, blocks, k, density, dtype):
 
 
 def test_fast_frames_equal_the_field_by_field_frames():
-    L = P.Layout(PLANS[32])
+    L = W.Layout(PLANS[32])
     fr = OmniFrames(L, ME, SW, job=5)
     payload = np.arange(8, dtype=">u4").tobytes()
     for data in (True, False):
@@ -83,7 +84,7 @@ def test_fast_frames_equal_the_field_by_field_frames():
 
 def test_round_sequence_tsi_and_next_encoding():
     """Blocks 0..5, window 2: streams {0, 2, 4} and {1, 3, 5}; the worker holds blocks 2 and 3."""
-    L = P.Layout(PLANS[32])
+    L = W.Layout(PLANS[32])
     x = np.zeros(48, np.int32)
     x[16:32] = 7
     w = OmniWorker(L, x, job=2, window=2, n_workers=2, src=ME, dst=SW, timeout=0.01, max_timeout=0.03)
@@ -124,7 +125,7 @@ def test_round_sequence_tsi_and_next_encoding():
 
 
 def test_round_sequence_finishes():
-    L = P.Layout(PLANS[32])
+    L = W.Layout(PLANS[32])
     x = np.zeros(16, np.int32)
     x[8] = -3
     w = OmniWorker(L, x, job=2, window=1, n_workers=2, src=ME, dst=SW)
@@ -189,13 +190,13 @@ def test_threshold_drops_small_blocks():
 
 
 def test_bad_inputs():
-    L = P.Layout(PLANS[32])
+    L = W.Layout(PLANS[32])
     with pytest.raises(WorkerError):
         OmniWorker(L, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW, threshold=-1)
     with pytest.raises(WorkerError):
         OmniWorker(L, np.ones(3, np.int32), job=1, window=1, n_workers=2, src=SW, dst=SW, tsi_base=0xFFFFFFFF)
-    sw = P.Layout(make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2")))
-    with pytest.raises(P.PacketError, match="omnireduce"):
+    sw = W.Layout(make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2")))
+    with pytest.raises(W.PacketError, match="omnireduce"):
         OmniWorker(sw, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW)
     w = OmniWorker(L, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW)
     assert w.receive(b"\0" * 20) == [] and w.stats.malformed == 1

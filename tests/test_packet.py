@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from p4gen import packet as P
+from p4gen import wire as W
+from p4gen.host import packet as P
 from p4gen.errors import P4genError
 from p4gen.plan import Plan
 from p4gen.planner import make_plan
@@ -24,7 +25,7 @@ DST = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 
 def test_layout_follows_the_plan():
     for plan in (PLAN, PLAN2):
-        L = P.Layout(plan)
+        L = W.Layout(plan)
         h = {x["name"]: x for x in plan.data["headers"]}
         wire = sum(x["bytes"] * x.get("repeat", 1) for x in plan.data["headers"] if not x.get("internal"))
         assert L.frame_len == wire
@@ -35,22 +36,22 @@ def test_layout_follows_the_plan():
     agg = next(x for x in data["headers"] if x["name"] == "agg")
     agg["fields"].append({"name": "spare", "bits": 16})
     agg["bytes"] += 2
-    L = P.Layout(Plan(data))
-    assert L.values_offset == P.Layout(PLAN).values_offset + 2
+    L = W.Layout(Plan(data))
+    assert L.values_offset == W.Layout(PLAN).values_offset + 2
     assert "agg.spare" in L.slots
 
 
 @given(tsi=st.integers(0, 2 ** 32 - 1), pool=st.integers(0, 2 ** 16 - 1), exp=st.integers(0, 255),
        job=st.integers(0, 255), seed=st.integers(0, 2 ** 32 - 1), plan=st.sampled_from([PLAN, PLAN2]))
 def test_roundtrip(tsi, pool, exp, job, seed, plan):
-    L = P.Layout(plan)
+    L = W.Layout(plan)
     vals = np.random.default_rng(seed).integers(0, 2 ** L.value_width, L.elements)
     f = P.contribution_frame(L, SRC, DST, job=job, tsi=tsi, pool_index=pool, exponent=exp, values=vals)
     assert len(f) == L.frame_len
     r = P.parse_contribution(L, f)
     assert (r.job, r.tsi, r.pool_index, r.exponent) == (job, tsi, pool, exp)
     assert r.values.tolist() == vals.tolist()
-    assert P.ipv4_checksum(f[L.ipv4_offset:L.ipv4_offset + L.ipv4_len]) == 0
+    assert W.ipv4_checksum(f[L.ipv4_offset:L.ipv4_offset + L.ipv4_len]) == 0
     u = L.struct.unpack_from(f)
     assert L.get(u, "agg.tsi") == tsi and L.get(u, "ethernet.dst_addr") == DST.mac
     assert L.get(u, "agg.msg_type") == 0 and L.get(u, "ipv4.ihl") == 5
@@ -58,7 +59,7 @@ def test_roundtrip(tsi, pool, exp, job, seed, plan):
 
 def test_scapy_agrees():
     scapy = pytest.importorskip("scapy.all")
-    L = P.Layout(PLAN)
+    L = W.Layout(PLAN)
     f = P.contribution_frame(L, SRC, DST, job=1, tsi=9, pool_index=3, exponent=127, values=np.arange(64))
     p = scapy.Ether(f)
     assert p[scapy.IP].src == "10.0.0.1" and p[scapy.UDP].dport == 48864
@@ -69,23 +70,23 @@ def test_scapy_agrees():
 
 
 def test_errors_are_typed():
-    L = P.Layout(PLAN)
+    L = W.Layout(PLAN)
     f = P.contribution_frame(L, SRC, DST, job=1, tsi=9, pool_index=3, exponent=127, values=np.arange(64))
-    with pytest.raises(P.MalformedPacket):
+    with pytest.raises(W.MalformedPacket):
         L.decode(f[:-1])
-    with pytest.raises(P.MalformedPacket):
+    with pytest.raises(W.MalformedPacket):
         L.decode(f[:10])
-    with pytest.raises(P.ForeignPacket):
+    with pytest.raises(W.ForeignPacket):
         L.decode(f[:12] + b"\x86\xdd" + f[14:])
-    with pytest.raises(P.PacketError):
+    with pytest.raises(W.PacketError):
         P.parse_result(L, f)                       # a contribution is not a result
     res = bytearray(f)
     res[L.headers["udp"].offset:L.headers["udp"].offset + 4] = bytes.fromhex("bee01388")   # ports swapped
-    with pytest.raises(P.MalformedPacket, match="not a result"):
+    with pytest.raises(W.MalformedPacket, match="not a result"):
         P.parse_result(L, bytes(res))              # right ports, but msg_type 0
-    with pytest.raises(P.PacketError):
+    with pytest.raises(W.PacketError):
         P.contribution_frame(L, SRC, DST, job=256, tsi=0, pool_index=0, exponent=0, values=np.arange(64))
-    with pytest.raises(P.PacketError):
+    with pytest.raises(W.PacketError):
         P.contribution_frame(L, SRC, DST, job=1, tsi=0, pool_index=0, exponent=0, values=np.arange(3))
-    assert issubclass(P.PacketError, P4genError)
-    assert P.mac("02:00:00:00:00:0a") == 0x02000000000A and P.ip("10.0.0.1") == 0x0A000001
+    assert issubclass(W.PacketError, P4genError)
+    assert W.mac("02:00:00:00:00:0a") == 0x02000000000A and W.ip("10.0.0.1") == 0x0A000001

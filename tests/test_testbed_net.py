@@ -1,6 +1,6 @@
 """Testbed on real namespaces: SwitchML all-reduce through the software data plane.
 
-Needs root, ip/tc/iptables/ethtool and p4gen.dataplane; skips with the reason otherwise.
+Needs root, ip/tc/iptables/ethtool and p4gen.switch.dataplane; skips with the reason otherwise.
 P4GEN_TESTBED_DATAPLANE names another module with the data plane's command line (for trying
 the testbed against a data plane under development).
 """

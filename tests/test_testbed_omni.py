@@ -1,6 +1,6 @@
 """Testbed on real namespaces: OmniReduce all-reduce through the software data plane.
 
-Needs root, ip/tc/iptables/ethtool and p4gen.dataplane; skips with the reason otherwise.
+Needs root, ip/tc/iptables/ethtool and p4gen.switch.dataplane; skips with the reason otherwise.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ import argparse
 import numpy as np
 import pytest
 
-from p4gen.model import SwitchModel
-from p4gen.packet import Layout, endpoint
+from p4gen.switch.model import SwitchModel
+from p4gen.wire import Layout
+from p4gen.host.packet import endpoint
 from p4gen.plan import Plan
 from p4gen.testbed import cli
 from p4gen.testbed.errors import TestbedError
@@ -16,7 +17,7 @@ from p4gen.testbed.fastworker import FastWorker
 from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
 from p4gen.testbed.tensors import check_switchml, expected
 from p4gen.testbed.topo import star, two_level, two_level_for
-from p4gen.worker import Worker
+from p4gen.host.worker import Worker
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Fixed-point (block floating point) proofs, over Z3 bit-vectors and reals.
 
-The codec contract (``p4gen.codec``): ``L = floor((2**(w-1)-1)/n)``,
+The codec contract (``p4gen.host.codec``): ``L = floor((2**(w-1)-1)/n)``,
 ``scale(e_max, n) = (2**(w-1)-1)/(n*2**e_max)``, ``q = clip(rint(x*scale),
 -L, L)``, the switch adds n w-bit values with wrap-around, and
 ``dequantize = q_sum/scale``.  For the plan's value width w and every n, the
@@ -20,7 +20,7 @@ proofs are:
     integer with ``|r_i - y_i| <= 1/2`` (rint) and ``q_i = clip(r_i, -L, L)``:
     ``|sum q_i - sum y_i| < n``.  Dividing by ``scale > 0``:
     ``|sum(q)/scale - sum(x)| < n/scale = n**2 * 2**e_max / (2**(w-1)-1)``,
-    the bound ``p4gen.codec.error_bound`` states.
+    the bound ``p4gen.host.codec.error_bound`` states.
 ``max_exponent``
     The switch keeps the biased exponent with ``p4gen.ops.exponent_op``
     ("max" on the unsigned 8-bit field) and that equals the biased maximum
@@ -45,7 +45,7 @@ import z3
 from p4gen import ops
 
 try:  # the codec lands separately; the contract above is what is proved
-    from p4gen import codec as _codec
+    from p4gen.host import codec as _codec
 except ImportError:  # pragma: no cover - codec absent in a partial checkout
     _codec = None
 
@@ -62,12 +62,12 @@ PROPERTIES = {
 
 
 def limit(n: int, w: int) -> int:
-    """L from the contract; cross-checked against ``p4gen.codec.limit`` when present."""
+    """L from the contract; cross-checked against ``p4gen.host.codec.limit`` when present."""
     L = ((1 << (w - 1)) - 1) // n
     if _codec is not None:
         got = _codec.limit(n, w)
         if got != L:
-            raise AssertionError(f"p4gen.codec.limit({n}, {w}) = {got}, contract says {L}")
+            raise AssertionError(f"p4gen.host.codec.limit({n}, {w}) = {got}, contract says {L}")
     return L
 
 

@@ -1,4 +1,4 @@
-"""Packet codec derived from ``plan["headers"]`` (the only copy of the layout).
+"""The wire format derived from ``plan["headers"]`` (the only copy of the layout).
 
 Every header in the plan is a list of fields ``{name, bits}`` in network
 byte order, most significant bit first; the ``data`` header repeats
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -339,76 +339,3 @@ def ip(value: str | int) -> int:
     if len(parts) != 4 or not all(p.isdigit() and int(p) < 256 for p in parts):
         raise PacketError(f"IPv4 address {value!r} is not dotted quad")
     return int.from_bytes(bytes(int(p) for p in parts), "big")
-
-
-# -- worker frames -------------------------------------------------------------
-@dataclass(frozen=True)
-class Endpoint:
-    mac: int
-    ip: int
-    port: int
-
-
-def endpoint(mac_addr, ip_addr, port: int) -> Endpoint:
-    return Endpoint(mac(mac_addr), ip(ip_addr), int(port))
-
-
-def contribution_frame(layout: Layout, src: Endpoint, dst: Endpoint, *, job: int, tsi: int,
-                       pool_index: int, exponent: int, values: Iterable[int] | np.ndarray | None,
-                       msg_type: int | None = None, next: int | None = None) -> bytes:
-    """A worker's contribution (msg_type 0): values are wire integers (signed values wrap).
-
-    OmniReduce plans: ``next`` is the worker's next non-zero block offset
-    (required), and ``values=None`` makes a header-only packet (agg.flags 0);
-    with values, agg.flags is 1 and the data header follows.
-    """
-    mt = layout.params["msg_contribution"] if msg_type is None else msg_type
-    agg = {"msg_type": mt, "job": job, "exponent": exponent, "tsi": tsi, "pool_index": pool_index}
-    if layout.omni:
-        if next is None:
-            raise PacketError("an omnireduce contribution needs next= (the next non-zero block offset)")
-        agg["next"] = next
-        agg["flags"] = 0 if values is None else 1
-    elif next is not None:
-        raise PacketError("next= exists only in omnireduce plans")
-    hdrs = {
-        "ethernet": {"dst_addr": dst.mac, "src_addr": src.mac},
-        "ipv4": {"src_addr": src.ip, "dst_addr": dst.ip},
-        "udp": {"src_port": src.port, "dst_port": dst.port},
-        "agg": agg,
-    }
-    return layout.encode(hdrs, None if values is None else np.asarray(values))
-
-
-@dataclass(frozen=True)
-class Result:
-    job: int
-    tsi: int
-    pool_index: int
-    exponent: int
-    values: np.ndarray | None    # native unsigned wire values (wrap-around sums); None: header-only (OmniReduce)
-    headers: dict[str, dict[str, int]]
-
-    @property
-    def next(self) -> int | None:
-        """OmniReduce: the next non-zero block offset (None in SwitchML plans)."""
-        return self.headers["agg"].get("next")
-
-
-def parse_result(layout: Layout, frame) -> Result:
-    """A switch result (msg_type 1) -> Result; anything else raises a PacketError."""
-    hdrs, values = layout.decode(frame, result=True)
-    agg = hdrs["agg"]
-    if agg["msg_type"] != layout.params["msg_result"]:
-        raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a result "
-                              f"({layout.params['msg_result']})")
-    return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
-
-
-def parse_contribution(layout: Layout, frame) -> Result:
-    """A contribution (msg_type 0) -> Result-shaped record (used by tests and tools)."""
-    hdrs, values = layout.decode(frame)
-    agg = hdrs["agg"]
-    if agg["msg_type"] != layout.params["msg_contribution"]:
-        raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a contribution")
-    return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)

@@ -1,6 +1,6 @@
 """OmniReduce worker protocol (block-sparse all-reduce) as a pure state machine.
 
-Same driving interface as :class:`p4gen.worker.Worker` (``start``,
+Same driving interface as :class:`p4gen.host.worker.Worker` (``start``,
 ``receive``, ``tick(now)``, ``next_deadline``, ``done``, ``result``), and the
 same mechanisms: windowed slots, one outstanding round per slot, the copy
 bit flipping every round, results accepted only for the outstanding
@@ -69,7 +69,8 @@ import numpy as np
 
 from . import codec
 from .omni_packet import NONE, OmniFrames
-from .packet import Endpoint, Layout, PacketError
+from ..wire import Layout, PacketError
+from .packet import Endpoint
 from .worker import Worker, WorkerError, _Slot
 
 

@@ -28,7 +28,7 @@ as values, data chunk ``t - window`` quantised with the exponent agreed in
 the result of index ``t - window``.  The first ``window`` indices are a
 bootstrap round with zero values; the last ``window`` indices carry only
 values.  So every chunk is quantised with the maximum exponent over all
-workers (``p4gen.codec``), at the cost of ``window`` extra packets per
+workers (``p4gen.host.codec``), at the cost of ``window`` extra packets per
 tensor.  Integer tensors (``mode="int"``) skip this: index ``t`` carries
 chunk ``t`` as raw wire integers and the result is their wrap-around sum.
 """
@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import codec
-from .errors import P4genError
-from .packet import Endpoint, Layout, PacketError, contribution_frame, parse_result
+from ..errors import P4genError
+from ..wire import Layout, PacketError
+from .packet import Endpoint, contribution_frame, parse_result
 
 
 class WorkerError(P4genError):

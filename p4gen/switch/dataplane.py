@@ -1,17 +1,17 @@
 """Software data plane: the switch model behind AF_PACKET raw sockets.
 
-    python -m p4gen.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
+    python -m p4gen.switch.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
         [--config control.json] [--stats stats.json] [--stats-interval 1] \\
         [--p4runtime HOST:PORT]
 
 Every ``--port N=IFNAME`` binds a raw socket on ``IFNAME`` that acts as
 switch port ``N``.  Frames received there go through
-:meth:`p4gen.model.SwitchModel.process`; the frames it returns are sent on
+:meth:`p4gen.switch.model.SwitchModel.process`; the frames it returns are sent on
 the sockets of their egress ports.  The control-plane state (workers,
 multicast groups, l2 entries, result_dst) comes from a JSON file in the
 format of :meth:`SwitchModel.load_config`; ``SIGHUP`` reloads the file
 into a fresh model state.  With ``--p4runtime HOST:PORT`` a P4Runtime
-server (:func:`p4gen.p4rt_server.serve`) programs the same model instead:
+server (:func:`p4gen.switch.p4rt_server.serve`) programs the same model instead:
 the forwarding loop and the server share one lock (held around every
 ``process_batch`` and counter read), and ``SIGHUP`` reloads are refused,
 because a fresh model would no longer be the one the server writes.
@@ -38,9 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import P4genError
+from ..errors import P4genError
 from .model import SwitchModel
-from .plan import Plan
+from ..plan import Plan
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
@@ -300,7 +300,7 @@ def _build_model(plan_dir: str, config: str | None) -> SwitchModel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m p4gen.dataplane",
+    ap = argparse.ArgumentParser(prog="python -m p4gen.switch.dataplane",
                                  description="Software data plane: the Plan's switch model on raw sockets.")
     ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file)")
     ap.add_argument("--port", action="append", default=[], metavar="N=IFNAME", help="switch port N is IFNAME")
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         model = _build_model(args.plan, args.config)
         dp = DataPlane(model, ports, lock=lock)
     except P4genError as exc:
-        print(f"p4gen.dataplane: {exc}", file=sys.stderr)
+        print(f"p4gen.switch.dataplane: {exc}", file=sys.stderr)
         return 2
     if addr is not None:
         from . import p4rt_server            # grpc and p4runtime only when asked for
@@ -327,9 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             server = p4rt_server.serve(model, addr, lock=lock)
         except P4genError as exc:
             dp.close()
-            print(f"p4gen.dataplane: {exc}", file=sys.stderr)
+            print(f"p4gen.switch.dataplane: {exc}", file=sys.stderr)
             return 2
-        print(f"p4gen.dataplane: P4Runtime server listening on {server.addr}", file=sys.stderr, flush=True)
+        print(f"p4gen.switch.dataplane: P4Runtime server listening on {server.addr}", file=sys.stderr, flush=True)
     hup = {"pending": False}
 
     def on_hup(*_a):
@@ -340,13 +340,13 @@ def main(argv: list[str] | None = None) -> int:
             return False
         hup["pending"] = False
         if server is not None:
-            print("p4gen.dataplane: SIGHUP ignored: the P4Runtime server owns the control plane",
+            print("p4gen.switch.dataplane: SIGHUP ignored: the P4Runtime server owns the control plane",
                   file=sys.stderr, flush=True)
             return False
         try:
             fresh = _build_model(args.plan, args.config)
         except P4genError as exc:
-            print(f"p4gen.dataplane: reload failed, keeping the old state: {exc}", file=sys.stderr)
+            print(f"p4gen.switch.dataplane: reload failed, keeping the old state: {exc}", file=sys.stderr)
             return False
         dp.model = fresh
         return True
@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, dp.stop)
     signal.signal(signal.SIGINT, dp.stop)
     signal.signal(signal.SIGHUP, on_hup)
-    print(f"p4gen.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
+    print(f"p4gen.switch.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
           file=sys.stderr, flush=True)
     try:
         dp.run(args.stats, args.stats_interval, reload)

@@ -1,6 +1,6 @@
 """OmniReduce frames for a worker: fast packing of contributions, fast parsing of results.
 
-Everything comes from the plan's header layout (:class:`p4gen.packet.Layout`):
+Everything comes from the plan's header layout (:class:`p4gen.wire.Layout`):
 the ``agg`` header of an OmniReduce plan holds ``flags`` (bit 0: a data
 header follows) and ``next`` (the sender's next non-zero block, 32 bits).
 
@@ -16,7 +16,7 @@ header-only) with the plan's compiled struct, so only ``tsi``,
 ``pool_index``, ``exponent`` and ``next`` are written per frame; its
 :meth:`OmniFrames.reference` builds the same frame field by field through
 the plan's header encoders (``tests/test_omni_worker.py`` checks they agree,
-and that they agree with :func:`p4gen.packet.contribution_frame`).
+and that they agree with :func:`p4gen.host.packet.contribution_frame`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .packet import (ETHERTYPE_IPV4, FIXED_HEADERS, IPPROTO_UDP, Endpoint, Layout, MalformedPacket,
-                     PacketError, fix_ipv4_checksum)
+from ..wire import ETHERTYPE_IPV4, FIXED_HEADERS, IPPROTO_UDP, Layout, MalformedPacket, PacketError, fix_ipv4_checksum
+from .packet import Endpoint
 
 NONE = 0xFFFFFFFF          # agg.next: no further non-zero block
 FLAG_DATA = 1              # agg.flags bit 0

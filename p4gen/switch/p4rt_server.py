@@ -1,6 +1,6 @@
 """A P4Runtime server for the software data plane, over real gRPC.
 
-It serves one :class:`p4gen.model.SwitchModel` (one Plan, one device):
+It serves one :class:`p4gen.switch.model.SwitchModel` (one Plan, one device):
 
 * ``StreamChannel``: arbitration; the stream with the highest election id
   is the primary and every stream is told who is.  Packet-out and other
@@ -20,7 +20,7 @@ Everything else is UNIMPLEMENTED, never a silent success.
 Every model access holds ``lock``.  A data plane that runs the same model
 in its own thread passes its lock (``serve(model, addr, lock=lock)``) and
 holds it around ``model.process``.  Standalone:
-``python -m p4gen.p4rt_server --plan DIR --addr 127.0.0.1:9559``.
+``python -m p4gen.switch.p4rt_server --plan DIR --addr 127.0.0.1:9559``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from .controller import codec
-from .controller.errors import STATUS_DETAILS_KEY
-from .controller.pipeline import p4info_diff
-from .emit.p4info import build_p4info
-from .errors import P4genError
+from ..controller import codec
+from ..controller.errors import STATUS_DETAILS_KEY
+from ..controller.pipeline import p4info_diff
+from ..emit.p4info import build_p4info
+from ..errors import P4genError
 from .model import ModelError, SwitchModel
 
 API_VERSION = "1.4.1"
@@ -673,7 +673,7 @@ def serve(model: SwitchModel, addr: str = "127.0.0.1:9559", lock=None, device_id
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m p4gen.p4rt_server",
+    ap = argparse.ArgumentParser(prog="python -m p4gen.switch.p4rt_server",
                                  description="P4Runtime server for the software data plane (no packet I/O).")
     ap.add_argument("--plan", required=True, help="build directory or plan.json")
     ap.add_argument("--addr", default="127.0.0.1:9559", help="HOST:PORT to listen on (default 127.0.0.1:9559)")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import P4genError
+from ..errors import P4genError
 
 EXPONENT_BIAS = 127
 EXPONENT_MIN = -127          # all-zero blocks; field value 0

@@ -40,11 +40,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
-from . import decision as dmod
-from . import ops
-from .errors import P4genError
-from .packet import ETHERTYPE_IPV4, IPPROTO_UDP, Layout, ip as ip_int, mac as mac_int
-from .plan import Plan
+from .. import decision as dmod
+from .. import ops
+from ..errors import P4genError
+from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP, Layout, ip as ip_int, mac as mac_int
+from ..plan import Plan
 
 
 class ModelError(P4genError):
