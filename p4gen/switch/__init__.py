@@ -3,9 +3,15 @@
 Public API (imported on first use, so that ``import p4gen.switch`` costs
 nothing):
 
-* :class:`SwitchModel`, :class:`ModelError`, :class:`WorkerAddr`,
-  :func:`job_config` -- the switch state, its control API and the packet
-  path (``p4gen.switch.model``);
+* :class:`SwitchModel` (``p4gen.switch.model``), :class:`ModelError`
+  (``p4gen.switch.state``) -- the switch state, its control API and the
+  packet paths; the model is assembled from one module per job:
+  ``state`` (registers, tables, groups, counters, config), ``interpreter``
+  (one frame), ``decider`` (the decision table as code), ``batch`` with
+  ``batch_workers``, ``batch_values`` and ``batch_emit`` (``process_batch``)
+  and ``kernels`` (the register operations as executable code);
+* :class:`WorkerAddr`, :func:`job_config` -- one job's control-plane config
+  (``p4gen.switch.jobs``);
 * :class:`DataPlane`, :class:`DataPlaneError` -- the model on AF_PACKET
   ports (``p4gen.switch.dataplane``; run it with
   ``python -m p4gen.switch.dataplane``);
@@ -19,7 +25,7 @@ This package reads the compiler's output (``p4gen.plan``, ``p4gen.decision``,
 from importlib import import_module
 
 _EXPORTS = {
-    "SwitchModel": "model", "ModelError": "model", "WorkerAddr": "model", "job_config": "model",
+    "SwitchModel": "model", "ModelError": "state", "WorkerAddr": "jobs", "job_config": "jobs",
     "DataPlane": "dataplane", "DataPlaneError": "dataplane",
     "P4RuntimeServer": "p4rt_server", "serve": "p4rt_server",
 }

@@ -1,0 +1,220 @@
+"""Result frames of a batch: header rewrites, multicast replication and IPv4 checksums as arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import ops
+
+
+class BatchEmitter:
+    """Result frames of the vectorised batch path (a mixin of :class:`SwitchModel`)."""
+
+    def _emit_vec(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
+        """Result frames of the admitted packets ``sel`` (one length group): header rewrites on the whole
+        (k, Lg) array, multicast replication with np.repeat, IPv4 checksums vectorised."""
+        L = self.layout
+        src = arr[row[sel]]
+        off, vlen = L.values_offset, L.data_bytes
+        if grow:
+            vb = carried[sel].astype(L.value_dtype).view(np.uint8).reshape(len(sel), vlen)
+            X = np.concatenate([src[:, :L.fixed_len], vb, src[:, L.fixed_len:]], axis=1)
+        else:
+            X = src
+            hc = has_carry[sel]
+            if carried is not None and hc.all():
+                X[:, off:off + vlen] = carried[sel].astype(L.value_dtype).view(np.uint8)
+            elif carried is not None and hc.any():
+                w = hc.nonzero()[0]
+                X[w, off:off + vlen] = carried[sel[w]].astype(L.value_dtype).view(np.uint8)
+        Lx = X.shape[1]
+        rb = self._res_bytes
+        if rb is not None and not self._omni:
+            # byte-level rewrites of msg_type, exponent and UDP checksum (cheaper than a record view)
+            mo, mk, mv, eo, es, co = rb
+            X[:, mo] = (X[:, mo] & mk) | mv
+            if es == 1:
+                X[:, eo] = E[sel]
+            else:
+                X[:, eo:eo + es] = E[sel].astype(f">u{es}").view(np.uint8).reshape(-1, es)
+            X[:, co:co + 2] = 0
+            R = None
+        else:
+            R = self._rewrite_result_fields(X, Lx, sel, grow, E, N, vlen)
+        acts = A[sel]
+        if (acts == ops.OUT_MULTICAST).all():
+            uni, mc = acts[:0], np.arange(len(sel))
+        else:
+            uni = (acts == ops.OUT_UNICAST).nonzero()[0]
+            mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
+        if len(uni):
+            if R is None:
+                R = X.view(self._rec(Lx)).reshape(-1)
+            U = R[uni]
+            for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
+                           (self._i_dport, self._i_sport)):
+                fa, fb = f"u{a_}", f"u{b_}"
+                t = U[fa].copy()
+                U[fa] = U[fb]
+                U[fb] = t
+            R[uni] = U
+        nrep = 0
+        mblob = b""
+        if len(mc):
+            mg_a = MG[sel[mc]]
+            mg0 = int(mg_a[0])
+            if (mg_a == mg0).all():
+                mgs = None
+                gs = [self._group_vec(mg0)]
+            else:
+                mgs = mg_a.tolist()
+                gs = [self._group_vec(mg) for mg in set(mgs)]
+            one_group = len(gs) == 1 and gs[0].all_rewritten
+            if one_group:
+                g = gs[0]
+                counts = [len(g.ports)] * len(mc)
+                rports = g.ports * len(mc)
+                mblob = self._replicate_one_group(X, mc, g)
+            else:
+                if mgs is None:
+                    mgs = [mg0] * len(mc)
+                gmap = {mg: self._group_vec(mg) for mg in set(mgs)}
+                counts = [len(gmap[mg].ports) for mg in mgs]
+                rports = [p for mg in mgs for p in gmap[mg].ports]
+                mblob = self._replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
+            nrep = len(rports)
+        if len(uni):
+            self._checksums(X, uni)
+            xblob = X.tobytes()
+        gsel = sel.tolist()
+        if len(uni):
+            for j in uni.tolist():
+                k = gsel[j]
+                results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
+        if len(mc):
+            # every replica as (port, frame) in one pass, then one list slice per multicast packet
+            pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
+            tgt = [gl[gsel[j]] for j in mc.tolist()]
+            if one_group:
+                k = counts[0] if counts else 0
+                for t, q in zip(tgt, range(0, nrep, k) if k else [0] * len(tgt)):
+                    results[t] = pairs[q:q + k]
+            else:
+                pos = 0
+                for t, cnt in zip(tgt, counts):
+                    results[t] = pairs[pos:pos + cnt]
+                    pos += cnt
+
+    def _rewrite_result_fields(self, X, Lx, sel, grow, E, N, vlen):
+        """The result header fields of every row of ``X``, through a record view (returned): msg_type (and
+        OmniReduce's flags, next offset and grown lengths), exponent, UDP checksum 0."""
+        R = X.view(self._rec(Lx)).reshape(-1)
+        mt = self.layout.slot("agg.msg_type")
+        u = R[f"u{mt.index}"]
+        if self._omni:
+            fl = self.layout.slot("agg.flags")
+            keep = 0xFF & ~((mt.mask << mt.shift) | (fl.mask << fl.shift))
+            R[f"u{mt.index}"] = (u & keep) | (self._msg_result << mt.shift) | (1 << fl.shift)
+            R[f"u{self._i_next}"] = N[sel]
+            if grow:
+                R[f"u{self._i_total_len}"] = (R[f"u{self._i_total_len}"].astype(np.int64) + vlen) & 0xFFFF
+                R[f"u{self._i_udp_len}"] = (R[f"u{self._i_udp_len}"].astype(np.int64) + vlen) & 0xFFFF
+        else:
+            R[f"u{mt.index}"] = (u & (0xFF & ~(mt.mask << mt.shift))) | (self._msg_result << mt.shift)
+        R[f"u{self._i_exp}"] = E[sel]
+        R[f"u{self._i_udp_ck}"] = 0
+        return R
+
+    def _group_vec(self, mgid: int) -> "_GroupVec":
+        """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
+        result_dst table has been replaced since the last call."""
+        reps = self.groups.get(mgid, ())
+        rdst = self._rdst
+        hit = self._gvec.get(mgid)
+        if hit is not None and hit.reps is reps and hit.rdst is rdst:
+            return hit
+        g = _GroupVec(reps, rdst)
+        self._gvec[mgid] = g
+        return g
+
+    def _replicate_one_group(self, X, mc, g: "_GroupVec") -> bytes:
+        """The replicas of rows ``mc`` of ``X``, all to group ``g`` whose every replica has a
+        result_dst: the shared rewrites and the checksum's shared part once per row, then the
+        per-replica fields and checksums broadcast over (rows, replicas)."""
+        q, k = len(mc), len(g.ports)
+        if not k:
+            return b""
+        ed, es, isr, ids, sp, dp, o, n, ck = self._rw
+        S = X if q == len(X) else X[mc]           # X is the batch's own copy: rewrite it in place
+        S[:, es:es + 6] = S[:, ed:ed + 6]
+        S[:, isr:isr + 4] = S[:, ids:ids + 4]
+        S[:, sp:sp + 2] = S[:, dp:dp + 2]
+        S[:, ids:ids + 4] = 0
+        S[:, ck:ck + 2] = 0
+        part = S[:, o:o + n].view(">u2").sum(axis=1, dtype=np.int64)
+        M = np.repeat(S, k, axis=0)
+        M3 = M.reshape(q, k, -1)
+        M3[:, :, ed:ed + 6] = g.mac
+        M3[:, :, ids:ids + 4] = g.ip
+        M3[:, :, dp:dp + 2] = g.dport
+        c = part[:, None] + g.dsum
+        c = (c & 0xFFFF) + (c >> 16)
+        c = (c & 0xFFFF) + (c >> 16)
+        M3[:, :, ck:ck + 2] = (~c & 0xFFFF).astype(">u2").view(np.uint8).reshape(q, k, 2)
+        return M.tobytes()
+
+    def _replicate_groups(self, X, mc, gs: list, counts: list[int]) -> bytes:
+        """The replicas of rows ``mc`` of ``X``, row i to group ``gs[i]`` (``counts[i]`` replicas);
+        a replica whose rid has no result_dst keeps the packet's addresses."""
+        if not sum(counts):
+            return b""
+        ed, es, isr, ids, sp, dp, _o, _n, _ck = self._rw
+        M = X[np.repeat(mc, counts)]
+        w = np.concatenate([g.has for g in gs]).nonzero()[0]
+        if len(w):
+            sub = M[w]
+            sub[:, es:es + 6] = sub[:, ed:ed + 6]
+            sub[:, isr:isr + 4] = sub[:, ids:ids + 4]
+            sub[:, sp:sp + 2] = sub[:, dp:dp + 2]
+            sub[:, ed:ed + 6] = np.concatenate([g.mac for g in gs])[w]
+            sub[:, ids:ids + 4] = np.concatenate([g.ip for g in gs])[w]
+            sub[:, dp:dp + 2] = np.concatenate([g.dport for g in gs])[w]
+            M[w] = sub
+        self._checksums(M)
+        return M.tobytes()
+
+    def _checksums(self, X, rows=None) -> None:
+        """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""
+        o, n, c = self._ip_off, self.layout.ipv4_len, self._ck_off
+        H = X[:, o:o + n] if rows is None else X[rows, o:o + n]
+        H = np.ascontiguousarray(H)
+        H[:, c - o:c - o + 2] = 0
+        s = H.view(">u2").sum(axis=1, dtype=np.uint32)
+        s = (s & 0xFFFF) + (s >> 16)
+        s = (s & 0xFFFF) + (s >> 16)
+        ck = (~s & 0xFFFF).astype(">u2").view(np.uint8).reshape(-1, 2)
+        if rows is None:
+            X[:, c:c + 2] = ck
+        else:
+            X[rows, c:c + 2] = ck
+
+
+class _GroupVec:
+    """One multicast group as arrays: replica ports, and per replica whether its rid has a
+    result_dst and that destination's MAC, IPv4 address and UDP port as big-endian bytes
+    (zeros where it has none) plus the address's two 16-bit words summed (for checksums)."""
+
+    __slots__ = ("reps", "rdst", "ports", "has", "all_rewritten", "mac", "ip", "dport", "dsum")
+
+    def __init__(self, reps, rdst):
+        self.reps, self.rdst = reps, rdst
+        self.ports = [p for p, _r in reps]
+        dsts = [rdst.get(rid) if rid else None for _p, rid in reps]
+        self.has = np.array([d is not None for d in dsts], dtype=bool)
+        self.all_rewritten = bool(self.has.all())
+        k = len(dsts)
+        self.mac = np.frombuffer(b"".join(d[0] if d else bytes(6) for d in dsts), np.uint8).reshape(k, 6)
+        ips = np.array([d[1] if d else 0 for d in dsts], dtype=np.int64)
+        self.ip = ips.astype(">u4").view(np.uint8).reshape(k, 4)
+        self.dport = np.array([d[2] if d else 0 for d in dsts], dtype=">u2").view(np.uint8).reshape(k, 2)
+        self.dsum = (ips >> 16) + (ips & 0xFFFF)

@@ -1,0 +1,99 @@
+"""The workers table as arrays: one look-up for a whole batch of frames."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class BatchWorkers:
+    """Workers-table look-ups of a batch (a mixin of :class:`SwitchModel`)."""
+
+    # -- vectorised batches ---------------------------------------------------------
+    _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
+
+    def _vec_workers_sync(self) -> None:
+        """The workers table as sorted key hashes and per-entry parameter columns."""
+        order = self._wkey_order
+        keys, params = [], []
+        for key, val in self._workers.items():
+            keys.append(key)
+            params.append(val)
+        if not keys:
+            self._vw = self._vx = None
+            return
+        kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), len(order))
+        h = np.zeros(len(keys), dtype=np.uint64)
+        for c in range(kcols.shape[1]):
+            h = h * self._HASH_MUL + kcols[:, c]
+        srt = np.argsort(h, kind="stable")
+        hs = h[srt]
+        if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
+            self._vw = False
+            self._vx = None
+            return
+        known0 = np.array([p is not None for p in params], dtype=bool)
+        pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
+        # an eighth column: the mask when the word is 0 (what a one-word bitmap step reads), else 0
+        pv0 = np.concatenate([pv0, np.where(pv0[:, 1] == 0, pv0[:, 2], 0)[:, None]], axis=1)
+        known, pv = known0[srt], pv0[srt]
+        # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
+        self._vx = None
+        kx = getattr(self, "_kx", None)
+        if kx is not None:
+            _kb, kport, sizes = kx
+            try:
+                ex = np.array([int.from_bytes(k[0].to_bytes(kport, "big")
+                                              + b"".join(v.to_bytes(z, "big") for v, z in zip(k[1:], sizes)), "big")
+                               for k in keys], dtype=np.uint64)
+            except OverflowError:             # a port (or field) wider than its bytes: hashed look-ups only
+                ex = None
+            if ex is not None:
+                s2 = np.argsort(ex, kind="stable")
+                self._vx = (ex[s2], known0[s2], pv0[s2])
+        self._vw = (hs, kcols[srt], known, pv)
+
+    def _wkey_col(self, sub, s) -> np.ndarray:
+        u = sub[f"u{s.index}"]
+        if s.shift is not None:
+            u = (u >> s.shift) & s.mask
+        return u.astype(np.uint64)
+
+    def _workers_batch(self, A8, rows, sub, port_col):
+        """Workers table look-up of frames ``rows`` of a length group: whether each hits a set_worker
+        entry, and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid)."""
+        vx = self._vx
+        if vx is not None:
+            kb, kport, _sizes = self._kx
+            if not (port_col >> (8 * kport)).any():          # every port fits its bytes (none negative)
+                K = np.empty((len(rows), 8), np.uint8)
+                K[:, kport:] = A8[:, kb] if len(rows) == len(A8) else A8[rows[:, None], kb]
+                if kport == 1:
+                    K[:, 0] = port_col
+                else:
+                    K[:, :kport] = (port_col[:, None] >> (8 * np.arange(kport - 1, -1, -1))) & 0xFF
+                key = K.view(">u8").reshape(-1).astype(np.uint64)
+                ks, kn, kpv = vx
+                ent = np.searchsorted(ks, key)
+                np.minimum(ent, len(ks) - 1, out=ent)
+                return (ks[ent] == key) & kn[ent], kpv[ent]
+        cols = [port_col.astype(np.uint64)] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
+        ent, known = self._vec_lookup(cols)
+        return known, (self._vw[3][ent] if self._vw else np.zeros((len(rows), 8), dtype=np.int64))
+
+    def _vec_lookup(self, cols):
+        """Workers table lookup for a batch: entry index and whether it is a set_worker hit."""
+        vw = self._vw
+        m = len(cols[0])
+        if vw is None:
+            return np.zeros(m, dtype=np.int64), np.zeros(m, dtype=bool)
+        hs, kcols, known, pv = vw
+        # the packet key in the table's internal order: ingress port, then the header fields
+        h = np.zeros(m, dtype=np.uint64)
+        for c in cols:
+            h = h * self._HASH_MUL + c
+        ent = np.searchsorted(hs, h)
+        np.minimum(ent, len(hs) - 1, out=ent)
+        hit = hs[ent] == h
+        for c, col in enumerate(cols):
+            hit &= kcols[ent, c] == col
+        return ent, hit & known[ent]

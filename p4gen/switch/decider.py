@@ -1,0 +1,330 @@
+"""The plan's decision table, executed: compiled per packet and per batch, and by reference.
+
+:class:`Decider` expands every step of the table (``decision.expand``) into
+a dict ``observation codes -> kernel`` and builds ``_decide_fast``, one
+closure over the registers; ``_decide_reference`` looks every rule up and
+runs ``p4gen.ops`` directly; ``_make_loop`` generates the batch path's
+decision loop over int lists.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from .. import decision as dmod
+from .. import ops
+from .kernels import FAST_KERNELS, NP
+from .state import ModelError
+
+
+class Decider:
+    """The decision table as code (a mixin of :class:`SwitchModel`)."""
+
+    # ------------------------------------------------------------------ decision
+    def _compile_fast(self) -> None:
+        """Expand every step of the decision table into codes -> kernel dicts."""
+        table = self.decision
+        chain = []
+        # observation names available so far, in order; OmniReduce's parser observes ``data`` first
+        prior: list[str] = ["data"] if self._omni else []
+        for step in table["steps"]:
+            role = step["role"]
+            kern = FAST_KERNELS[role]
+            lut = {}
+            for obs, rule in dmod.expand(prior, step["rules"]):
+                lut[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (kern[rule["op"]], rule["op"])
+            chain.append((role, lut))
+            if step["yields"]:
+                prior.append(step["yields"])
+        out = {}
+        for obs, rule in dmod.expand(prior, table["outcome"]["rules"]):
+            out[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (dmod.OUTCOME_CODES[rule["action"]],
+                                                                  self._stat[rule["stat"]])
+        self._chain = chain
+        self._outcome = out
+        self._yields = prior
+        self._decide_fast = self._make_decider()
+
+    def _make_decider(self):
+        """The compiled decision as one closure over the registers (locals, not attribute lookups).
+
+        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None)``
+        returns (outcome code, stat index, exponent out, values out, next out); with
+        ``defer`` (a list) the values step is not executed but appended as
+        (op name, first register row) for :meth:`_apply_values_batch`.  ``data``
+        (OmniReduce) says whether the packet carries a data header; without one
+        the value kernels read zeros.
+        """
+        CHUNK, BITMAP, COUNTER, EXPONENT, VALUES, MINNEXT = range(6)
+        role_id = {"chunk": CHUNK, "bitmap": BITMAP, "counter": COUNTER, "exponent": EXPONENT, "values": VALUES,
+                   "minnext": MINNEXT}
+        chain = tuple((role_id[role], {o: kv[0] for o, kv in lut.items()}, {o: kv[1] for o, kv in lut.items()})
+                      for role, lut in self._chain)
+        outcome = self._outcome
+        chunk_reg, counter_reg, exp_reg, mn_reg = self._chunk, self._counter, self._exponent, self._minnext
+        counter_full = getattr(self, "_counter_full", 0)
+        bm = self._bm
+        bm_full = self._bm_full
+        one_word = len(bm) == 1
+        if one_word:
+            bm_l0, bm_l1 = bm[0][0], bm[0][1]
+            bm_full0 = bm_full[0]
+        vals, pass_bits, passes = self._vals, self._pass_bits, self._passes
+        payload = self._payload
+        zeros = self._zero_payload
+        omni = self._omni
+
+        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None):
+            o = (data,) if omni else ()
+            exp_out = exp
+            nxt_out = nxt
+            vals_out = None
+            for role, kernels, names in chain:
+                k = kernels[o]
+                if role == BITMAP:
+                    if one_word:
+                        if copy:
+                            bm_l1[slot], bm_l0[slot], seen = k(bm_l1[slot], bm_l0[slot],
+                                                               mask if word == 0 else 0, bm_full0)
+                        else:
+                            bm_l0[slot], bm_l1[slot], seen = k(bm_l0[slot], bm_l1[slot],
+                                                               mask if word == 0 else 0, bm_full0)
+                    else:
+                        seen = 0
+                        for i, lanes in enumerate(bm):
+                            this_l, other_l = lanes[copy], lanes[1 - copy]
+                            this_l[slot], other_l[slot], sn = k(this_l[slot], other_l[slot],
+                                                                mask if i == word else 0, bm_full[i])
+                            seen |= sn
+                    o = o + (seen,)
+                elif role == COUNTER:
+                    counter_reg[sc], y = k(counter_reg[sc], n, counter_full)
+                    o = o + (y,)
+                elif role == CHUNK:
+                    chunk_reg[sc], y = k(chunk_reg[sc], tsi)
+                    o = o + (y,)
+                elif role == EXPONENT:
+                    exp_reg[sc], exp_out = k(exp_reg[sc], exp)
+                elif role == MINNEXT:
+                    mn_reg[sc], nxt_out = k(mn_reg[sc], nxt)
+                else:
+                    base = sc << pass_bits
+                    if defer is not None:
+                        defer.append((names[o], base))
+                    else:
+                        vals_out = k(vals[base:base + passes], frame, payload if data else zeros)
+                        if vals_out is None and not data and names[o] != "nop":
+                            vals_out = zeros(frame)       # a write on a header-only packet carries zeros
+            action, stat = outcome[o]
+            return action, stat, exp_out, vals_out, nxt_out
+
+        return decide
+
+    def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
+                          exp: int, data: int = 1, nxt: int = 0):
+        """The same decision, straight from decision.lookup and p4gen.ops (no precomputation)."""
+        obs: dict[str, str] = {"data": str(data)} if self._omni else {}
+        exp_out = exp
+        nxt_out = nxt
+        vals_out = None
+        for step in self.decision["steps"]:
+            op = dmod.lookup(step["rules"], obs)["op"]
+            role = step["role"]
+            y = None
+            if role == "chunk":
+                self._chunk[sc], c = ops.chunk_op(op, self._chunk[sc], tsi, ops.INT)
+                y = ops.CMP_NAMES[c]
+            elif role == "bitmap":
+                seen = False
+                for i, lanes in enumerate(self._bm):
+                    bits = self._regs[self._bm_names[i]]["lane_bits"]
+                    t, u, s = ops.bitmap_op(op, lanes[copy][slot], lanes[1 - copy][slot],
+                                            mask if i == word else 0, bits, ops.INT)
+                    lanes[copy][slot], lanes[1 - copy][slot] = t, u
+                    seen = seen or bool(s)
+                y = "1" if seen else "0"
+            elif role == "counter":
+                bits = self._regs[self._counter_name]["lane_bits"]
+                self._counter[sc], c = ops.counter_op(op, self._counter[sc], n, bits, ops.INT)
+                y = ops.COUNT_NAMES[c]
+            elif role == "exponent":
+                self._exponent[sc], exp_out = ops.exponent_op(op, self._exponent[sc], exp, ops.INT)
+            elif role == "minnext":
+                self._minnext[sc], nxt_out = ops.minnext_op(op, self._minnext[sc], nxt, ops.INT)
+            else:
+                base = sc << self._pass_bits
+                rows = self._vals[base:base + self._passes]
+                pkt = self._payload(frame) if data else self._zero_payload(frame)
+                new, carried = ops.values_op(op, rows.copy(), pkt.astype(rows.dtype), self.layout.value_width, NP)
+                rows[...] = np.asarray(new).astype(rows.dtype)
+                # nop on a header-only packet: nothing to carry (the packet keeps no data header)
+                if op != "nop" or data:
+                    vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
+            if step["yields"]:
+                obs[step["yields"]] = y
+        rule = dmod.lookup(self.decision["outcome"]["rules"], obs)
+        return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out, nxt_out
+
+    def _zero_payload(self, frame) -> np.ndarray:
+        """What the value kernels read from a packet without a data header (OmniReduce header-only)."""
+        L = self.layout
+        return np.zeros((L.passes, L.elements_per_pass) if L.passes > 1 else L.elements, L.value_dtype)
+
+    def _payload(self, frame) -> np.ndarray:
+        L = self.layout
+        if L.passes == 1:           # broadcasts against the (1, elements) register rows
+            return np.frombuffer(frame, L.value_dtype, L.elements, L.values_offset)
+        return np.frombuffer(frame, L.value_dtype, L.elements, L.values_offset).reshape(L.passes, L.elements_per_pass)
+
+    def _make_loop(self):
+        """The decision of a batch as one generated loop over int lists.
+
+        The plan's decision table is expanded per observation code into lists
+        indexed by one mixed-radix int ``o`` (so per packet and step one list
+        read picks the operation); the operations are inlined from the
+        FAST_KERNELS semantics, with a branch only for the ops the table uses
+        in that step.  The loop takes the int lists it reads, named in
+        ``self._vec_inputs`` (of ``_VEC_INPUTS``), and returns the lists of
+        final observation codes, then of exponents out and next offsets out
+        when a step sets them; the outcome and the values op follow from the
+        final code by table look-ups (numpy) in :meth:`_process_batch_vec`.
+        """
+        C = ops
+        env: dict[str, Any] = {}
+        roles = [r for r, _ in self._chain]
+        src = ["        o = data" if self._omni else "        o = 0"]
+        prior = ["data"] if self._omni else []
+        radix = {name: len(dmod.OBSERVATIONS[name]) for name in dmod.OBSERVATIONS}
+
+        def size() -> int:
+            s = 1
+            for name in prior:
+                s *= radix[name]
+            return s
+
+        def table(lut, pick):
+            out = [None] * size()
+            for codes, v in lut.items():
+                o = 0
+                for name, c in zip(prior, codes):
+                    o = o * radix[name] + c
+                out[o] = pick(v)
+            return out
+
+        def branches(K, used, bodies, ind="        "):
+            """if/elif over the ops this step uses (op names -> lines); one op needs no test."""
+            used = sorted(used)
+            if len(used) == 1:
+                return [ind + line for line in bodies[used[0]]]
+            codes = {name: i for i, name in enumerate(used)}
+            env[K] = [codes[x] for x in env[K]]
+            lines = [f"{ind}op = {K}[o]"]
+            for i, name in enumerate(used):
+                lines.append(f"{ind}{'if' if i == 0 else 'elif'} op == {i}:")
+                lines += [ind + "    " + line for line in bodies[name]]
+            return lines
+
+        self._vec_values_div = None
+        for si, (role, lut) in enumerate(self._chain):
+            K = f"K{si}"
+            names = table(lut, lambda kv: kv[1])
+            used = set(names)
+            if role == "values":
+                env["VOP"] = np.array([self._VCODE[x] for x in names], dtype=np.int8)
+                self._vec_values_at = len(prior)
+                continue
+            env[K] = names
+            if role == "chunk":
+                env["chunk"] = self._chunk
+                src += ["        s = chunk[sc]"]
+                src += branches(K, used, {"advance": [
+                    "if tsi > s:", f"    chunk[sc] = tsi; y = {C.CMP_GT}",
+                    "else:", f"    y = {C.CMP_EQ} if tsi == s else {C.CMP_LT}"]})
+            elif role == "counter":
+                env["cnt"], env["cfull"] = self._counter, self._counter_full
+                src += ["        c = cnt[sc]"]
+                src += branches(K, used, {
+                    "inc_mod": ["inc = (c + 1) & cfull",
+                                "if inc == n:", "    cnt[sc] = 0",
+                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_LAST}",
+                                "else:", "    cnt[sc] = inc",
+                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_MID}"],
+                    "probe_zero": [f"y = {C.COUNT_COMPLETE} if c == 0 else {C.COUNT_INCOMPLETE}"],
+                    "reset_one": ["cnt[sc] = 1", f"y = {C.COUNT_FIRST}"],
+                    "inc_sat": ["if c == n:", f"    y = {C.COUNT_COMPLETE}",
+                                "else:", "    inc = (c + 1) & cfull", "    cnt[sc] = inc",
+                                f"    y = {C.COUNT_LAST} if inc == n else {C.COUNT_MID}"],
+                    "probe_full": [f"y = {C.COUNT_COMPLETE} if c == n else {C.COUNT_INCOMPLETE}"],
+                    "nop": [f"y = {C.COUNT_NONE}"]})
+            elif role == "exponent":
+                env["expo"] = self._exponent
+                src += branches(K, used, {
+                    "write": ["expo[sc] = exp", "e_out = exp"],
+                    "max": ["s = expo[sc]", "e_out = exp if exp > s else s", "expo[sc] = e_out"],
+                    "read": ["e_out = expo[sc]"],
+                    "nop": ["e_out = exp"]})
+            elif role == "minnext":
+                env["mnx"] = self._minnext
+                src += branches(K, used, {
+                    "write": ["mnx[sc] = nxt", "n_out = nxt"],
+                    "min": ["s = mnx[sc]", "n_out = nxt if s > nxt else s", "mnx[sc] = n_out"],
+                    "read": ["n_out = mnx[sc]"],
+                    "nop": ["n_out = nxt"]})
+            elif role == "bitmap" and len(self._bm) == 1:
+                env["bm0"], env["bm1"], env["bmf"] = self._bm[0][0], self._bm[0][1], self._bm_full[0]
+                src += ["        if copy:", "            t_l = bm1; o_l = bm0",
+                        "        else:", "            t_l = bm0; o_l = bm1"]
+                src += branches(K, used, {
+                    "set_clear": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m",
+                                  "o_l[slot] = o_l[slot] & (bmf ^ m)"],
+                    "set": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m"],
+                    "reset_set": ["t_l[slot] = m", "y = 0"],
+                    "nop": ["y = 0"]})
+            elif role == "bitmap":
+                env["bm"], env["bmf"] = self._bm, self._bm_full
+                env[K] = table(lut, lambda kv: kv[0])
+                src += ["        y = 0", f"        k = {K}[o]",
+                        "        for i, lanes in enumerate(bm):",
+                        "            t_l = lanes[copy]; o_l = lanes[1 - copy]",
+                        "            a, b, s = k(t_l[slot], o_l[slot], mask if i == word else 0, bmf[i])",
+                        "            t_l[slot] = a; o_l[slot] = b; y |= s"]
+            else:
+                raise ModelError(f"no batch execution for register role {role!r}")
+            step = self.decision["steps"][si]
+            if step["yields"]:
+                src.append(f"        o = o * {radix[step['yields']]} + y" if prior else "        o = y")
+                prior.append(step["yields"])
+        # the values op from the final code: drop the digits of the observations made after the values step
+        div = 1
+        for name in prior[getattr(self, "_vec_values_at", len(prior)):]:
+            div *= radix[name]
+        self._vec_values_div = div if "values" in roles else None
+        self._vec_vop = env.get("VOP")
+        self._vec_oa = np.array(table(self._outcome, lambda v: v[0]), dtype=np.int8)
+        self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
+        # the values op of every final code (3: nop when the table has no values step)
+        ncodes = len(self._vec_oa)
+        self._vec_vo_full = (self._vec_vop[np.arange(ncodes) // self._vec_values_div].astype(np.intp)
+                             if self._vec_values_div is not None else np.full(ncodes, 3, dtype=np.intp))
+        # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
+        # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
+        body = "\n".join(src)
+        self._vec_inputs = [x for x in self._VEC_INPUTS if re.search(rf"\b{x}\b", body)]
+        self._vec_has_e, self._vec_has_n = "exponent" in roles, "minnext" in roles
+        outs = ["O"] + (["E"] if self._vec_has_e else []) + (["N"] if self._vec_has_n else [])
+        var = {"O": "o", "E": "e_out", "N": "n_out"}
+        args = ", ".join(f"{x}_l" for x in self._vec_inputs)
+        names = ", ".join(self._vec_inputs)
+        head = [f"def loop({args}):",
+                "    " + "; ".join(f"{o} = []" for o in outs),
+                "    " + "; ".join(f"a{o} = {o}.append" for o in outs),
+                f"    for {names} in zip({args}):" if len(self._vec_inputs) > 1 else f"    for {names} in {args}:"]
+        tail = ["        " + "; ".join(f"a{o}({var[o]})" for o in outs), f"    return {', '.join(outs)},"]
+        exec(compile("\n".join(head + src + tail), "<p4gen decision loop>", "exec"), env)   # noqa: S102
+        return env["loop"]
+
+    # columns a generated decision loop may read, in its argument order
+    _VEC_INPUTS = ("sc", "slot", "copy", "word", "mask", "m", "n", "tsi", "exp", "data", "nxt")

@@ -1,0 +1,326 @@
+"""The switch's state and its control API: registers, tables, multicast groups, counters, config files.
+
+:class:`SwitchState` holds what a P4Runtime server holds for one Plan: the
+register arrays (scalar registers as Python lists, value registers as one
+numpy array), the writable tables with their per-packet look-up dicts, the
+multicast groups and the ``stats`` counter.  Every request is checked
+against the plan and refused with a :class:`ModelError` that names what was
+asked and what the plan has.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from ..errors import P4genError
+from ..wire import ip as ip_int, mac as mac_int
+
+
+class ModelError(P4genError):
+    """A control-plane request names an unknown table, action, field or group, or a value does not fit."""
+
+
+
+@dataclass
+class _Table:
+    spec: dict[str, Any]
+    keys: list[dict[str, Any]]
+    actions: dict[str, list[dict[str, Any]]]
+    entries: dict[tuple, tuple[str, tuple]]
+
+
+def _to_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ModelError(f"{what}={value!r} must be an integer")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, str):
+        s = value.strip()
+        try:
+            if ":" in s:
+                return mac_int(s)
+            if s.count(".") == 3:
+                return ip_int(s)
+            return int(s, 0)
+        except (ValueError, P4genError):
+            pass
+    raise ModelError(f"{what}={value!r} is not an integer, MAC or IPv4 address")
+
+
+class SwitchState:
+    """Registers, tables, groups, counters and config of one Plan (a mixin of :class:`SwitchModel`).
+
+    Reads ``self.layout`` and ``self.params``; a change of the workers table
+    also refreshes the batch path's arrays (``_vec_workers_sync``).
+    """
+
+    # ------------------------------------------------------------------ registers
+    def _init_registers(self, regs: list[dict[str, Any]]) -> None:
+        L, p = self.layout, self.params
+        self._regs = {r["name"]: r for r in regs}
+        self._chunk = self._counter = self._exponent = self._minnext = None
+        self._chunk_name = self._counter_name = self._exponent_name = self._minnext_name = None
+        bm = sorted((r for r in regs if r["role"] == "bitmap"), key=lambda r: r["word"])
+        self._bm = [[[0] * r["entries"] for _ in range(r["lanes"])] for r in bm]
+        self._bm_names = [r["name"] for r in bm]
+        self._bm_full = [(1 << r["lane_bits"]) - 1 for r in bm]
+        for r in regs:
+            if r["role"] in ("chunk", "counter", "exponent", "minnext"):
+                setattr(self, f"_{r['role']}", [0] * r["entries"])
+                setattr(self, f"_{r['role']}_name", r["name"])
+                setattr(self, f"_{r['role']}_full", (1 << r["lane_bits"]) - 1)
+        vregs = [r for r in regs if r["role"] == "values"]
+        self._vcols: dict[str, list[int]] = {}
+        entries = {r["entries"] for r in vregs}
+        if len(entries) > 1:
+            raise ModelError("plan value registers differ in size")
+        for r in vregs:
+            if r["lane_bits"] != L.value_width:
+                raise ModelError(f"value register {r['name']} lane width {r['lane_bits']} != value width {L.value_width}")
+            self._vcols[r["name"]] = list(r["elements"])
+        cols = sorted(c for cs in self._vcols.values() for c in cs)
+        if vregs and cols != list(range(L.elements_per_pass)):
+            raise ModelError("plan value registers do not cover each element of a pass exactly once")
+        self._vals = np.zeros((entries.pop() if entries else 0, L.elements_per_pass), dtype=L.native_dtype)
+        self._pass_bits = int(p["pass_bits"])
+        self._passes = L.passes
+
+    def register_names(self) -> list[str]:
+        return list(self._regs)
+
+    def register_read(self, name: str) -> np.ndarray:
+        """The register's contents: shape (entries,) for one lane, (entries, lanes) otherwise."""
+        r = self._reg(name)
+        role = r["role"]
+        if role == "values":
+            a = self._vals[:, self._vcols[name]].copy()
+        elif role == "bitmap":
+            lanes = self._bm[self._bm_names.index(name)]
+            a = np.array(lanes, dtype=np.uint64).T
+        else:
+            a = np.array(getattr(self, f"_{role}"), dtype=np.uint64)
+        return a
+
+    def register_write(self, name: str, index: int, value) -> None:
+        r = self._reg(name)
+        if not 0 <= index < r["entries"]:
+            raise ModelError(f"register {name} index {index} outside 0..{r['entries'] - 1}")
+        vals = np.atleast_1d(np.asarray(value, dtype=np.uint64))
+        if vals.size != r["lanes"] or np.any(vals >> np.uint64(r["lane_bits"])):
+            raise ModelError(f"register {name} holds {r['lanes']} lane(s) of {r['lane_bits']} bits; got {value!r}")
+        role = r["role"]
+        if role == "values":
+            self._vals[index, self._vcols[name]] = vals
+        elif role == "bitmap":
+            for lane, v in zip(self._bm[self._bm_names.index(name)], vals):
+                lane[index] = int(v)
+        else:
+            getattr(self, f"_{role}")[index] = int(vals[0])
+
+    def register_reset(self, name: str | None = None) -> None:
+        """Zero one register (or all of them)."""
+        names = [name] if name is not None else list(self._regs)
+        for n in names:
+            r = self._reg(n)
+            role = r["role"]
+            if role == "values":
+                self._vals[:, self._vcols[n]] = 0
+            elif role == "bitmap":
+                for lane in self._bm[self._bm_names.index(n)]:
+                    lane[:] = [0] * len(lane)
+            else:
+                lst = getattr(self, f"_{role}")
+                lst[:] = [0] * len(lst)
+
+    def _reg(self, name: str) -> dict[str, Any]:
+        try:
+            return self._regs[name]
+        except KeyError:
+            raise ModelError(f"unknown register {name!r}; the plan has {', '.join(self._regs)}") from None
+
+    # ------------------------------------------------------------------ tables
+    def _init_tables(self, data: dict[str, Any]) -> None:
+        acts = {a["name"]: a["params"] for a in data["actions"]}
+        self._tables: dict[str, _Table] = {}
+        for t in data["tables"]:
+            if t.get("const"):
+                continue
+            self._tables[t["name"]] = _Table(t, list(t["keys"]), {a: acts[a] for a in t["actions"]}, {})
+        for need in ("workers", "l2_forward", "result_dst"):
+            if need not in self._tables:
+                raise ModelError(f"plan lacks the table {need!r}")
+        self._workers: dict[tuple, tuple | None] = {}
+        self._l2: dict[bytes, int | None] = {}
+        self._rdst: dict[int, tuple | None] = {}
+
+    def _table(self, name: str) -> _Table:
+        try:
+            return self._tables[name]
+        except KeyError:
+            raise ModelError(f"unknown table {name!r}; writable tables: {', '.join(self._tables)}") from None
+
+    def _match_key(self, t: _Table, match: Mapping[str, Any]) -> tuple:
+        names = [k["name"] for k in t.keys]
+        extra = set(match) - set(names)
+        if extra:
+            raise ModelError(f"table {t.spec['name']} has no key {sorted(extra)[0]!r}; keys: {', '.join(names)}")
+        key = []
+        for k in t.keys:
+            if k["name"] not in match:
+                raise ModelError(f"table {t.spec['name']} entry lacks the key {k['name']!r}")
+            v = _to_int(match[k["name"]], f"{t.spec['name']}.{k['name']}")
+            if not 0 <= v < (1 << k["bits"]):
+                raise ModelError(f"{t.spec['name']}.{k['name']}={v} does not fit in {k['bits']} bits")
+            key.append(v)
+        return tuple(key)
+
+    def _action(self, t: _Table, action: str, params: Mapping[str, Any] | None) -> tuple:
+        if action not in t.actions:
+            raise ModelError(f"table {t.spec['name']} has no action {action!r}; actions: {', '.join(t.actions)}")
+        params = dict(params or {})
+        spec = t.actions[action]
+        names = [q["name"] for q in spec]
+        extra = set(params) - set(names)
+        if extra:
+            raise ModelError(f"action {action} has no parameter {sorted(extra)[0]!r}")
+        out = []
+        for q in spec:
+            if q["name"] not in params:
+                raise ModelError(f"action {action} lacks the parameter {q['name']!r}")
+            v = _to_int(params[q["name"]], f"{action}.{q['name']}")
+            if not 0 <= v < (1 << q["bits"]):
+                raise ModelError(f"{action}.{q['name']}={v} does not fit in {q['bits']} bits")
+            out.append(v)
+        return tuple(out)
+
+    def insert(self, table: str, match: Mapping[str, Any], action: str, params: Mapping[str, Any] | None = None) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        val = self._action(t, action, params)
+        if key in t.entries:
+            raise ModelError(f"table {table} already holds an entry for {dict(match)}")
+        self._check_entry(table, action, val)
+        if len(t.entries) >= int(t.spec.get("size", 1 << 30)):
+            raise ModelError(f"table {table} is full ({t.spec['size']} entries)")
+        t.entries[key] = (action, val)
+        self._sync(table)
+
+    def modify(self, table: str, match: Mapping[str, Any], action: str, params: Mapping[str, Any] | None = None) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        val = self._action(t, action, params)
+        if key not in t.entries:
+            raise ModelError(f"table {table} holds no entry for {dict(match)}")
+        self._check_entry(table, action, val)
+        t.entries[key] = (action, val)
+        self._sync(table)
+
+    def delete(self, table: str, match: Mapping[str, Any]) -> None:
+        t = self._table(table)
+        key = self._match_key(t, match)
+        if key not in t.entries:
+            raise ModelError(f"table {table} holds no entry for {dict(match)}")
+        del t.entries[key]
+        self._sync(table)
+
+    def read(self, table: str) -> list[dict[str, Any]]:
+        t = self._table(table)
+        out = []
+        for key, (action, val) in t.entries.items():
+            out.append({"table": table, "match": {k["name"]: v for k, v in zip(t.keys, key)}, "action": action,
+                        "params": {q["name"]: v for q, v in zip(t.actions[action], val)}})
+        return out
+
+    def _check_entry(self, table: str, action: str, val: tuple) -> None:
+        if table == "workers" and action == "set_worker":
+            q = dict(zip((x["name"] for x in self._tables["workers"].actions["set_worker"]), val))
+            slots = self.params["slots"]
+            if q["slot_base"] + q["slot_count"] > slots:
+                raise ModelError(f"set_worker slot_base={q['slot_base']} + slot_count={q['slot_count']} "
+                                 f"exceeds the plan's {slots} slots")
+            if q["word"] >= len(self._bm):
+                raise ModelError(f"set_worker word={q['word']} outside the plan's {len(self._bm)} bitmap word(s)")
+            if q["num_workers"] < 1:
+                raise ModelError("set_worker num_workers must be at least 1")
+
+    def _sync(self, table: str) -> None:
+        """Rebuild the per-packet lookup dict of one table from its entries."""
+        t = self._tables[table]
+        if table == "workers":
+            order = self._wkey_order
+            fast = {}
+            for key, (action, val) in t.entries.items():
+                fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
+            self._workers = fast
+            self._vec_workers_sync()
+        elif table == "l2_forward":
+            self._l2 = {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
+                        for key, (action, val) in t.entries.items()}
+        elif table == "result_dst":
+            self._rdst = {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2]) if action == "set_result_dst" else None)
+                          for key, (action, val) in t.entries.items()}
+
+    # -- multicast groups
+    def set_group(self, mgid: int, replicas: Iterable[tuple[int, int]]) -> None:
+        """Create or replace multicast group ``mgid`` with (egress_port, rid) replicas."""
+        mgid = _to_int(mgid, "mgid")
+        if not 0 < mgid < (1 << 16):
+            raise ModelError(f"mgid={mgid} must be in 1..65535")
+        reps = []
+        for rep in replicas:
+            port, rid = (int(rep[0]), int(rep[1]))
+            if not 0 <= port < 512 or not 0 <= rid < (1 << 16):
+                raise ModelError(f"replica (port={port}, rid={rid}) out of range (port 0..511, rid 0..65535)")
+            reps.append((port, rid))
+        self.groups[mgid] = reps
+
+    def delete_group(self, mgid: int) -> None:
+        if mgid not in self.groups:
+            raise ModelError(f"no multicast group {mgid}")
+        del self.groups[mgid]
+
+    # -- counters
+    def counter_reset(self) -> None:
+        self._pk = [0] * len(self.stat_names)
+        self._by = [0] * len(self.stat_names)
+
+    def counter_read(self, name: str = "stats") -> dict[str, tuple[int, int]]:
+        if name != "stats":
+            raise ModelError(f"unknown counter {name!r}; the plan has 'stats'")
+        return {n: (self._pk[i], self._by[i]) for i, n in enumerate(self.stat_names)}
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Packets per stats index."""
+        return dict(zip(self.stat_names, self._pk))
+
+    # -- configuration files
+    def load_config(self, cfg: Mapping[str, Any] | str | Path) -> None:
+        """Apply a control-plane config: {"tables": {name: [entry...]}, "groups": {mgid: [[port, rid]...]}}.
+
+        An entry is {"match": {...}, "action": name, "params": {...}}; values
+        may be integers, "0x.." strings, MAC or dotted IPv4 addresses.
+        """
+        if isinstance(cfg, (str, Path)):
+            try:
+                cfg = json.loads(Path(cfg).read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ModelError(f"control-plane config {str(cfg)!r} cannot be read: {exc}") from None
+        unknown = set(cfg) - {"tables", "groups"}
+        if unknown:
+            raise ModelError(f"control-plane config has an unknown section {sorted(unknown)[0]!r}")
+        for mgid, reps in dict(cfg.get("groups", {})).items():
+            self.set_group(int(mgid), [tuple(r) for r in reps])
+        for table, entries in dict(cfg.get("tables", {})).items():
+            for e in entries:
+                self.insert(table, e.get("match", {}), e["action"], e.get("params", {}))
+
+    def dump_config(self) -> dict[str, Any]:
+        return {"tables": {n: [{k: e[k] for k in ("match", "action", "params")} for e in self.read(n)]
+                           for n in self._tables},
+                "groups": {str(g): [list(r) for r in reps] for g, reps in self.groups.items()}}
