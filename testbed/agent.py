@@ -31,7 +31,7 @@ import numpy as np
 from p4gen.wire import Layout
 from p4gen.host.packet import endpoint
 from p4gen.plan import Plan
-from .fastworker import FastWorker
+from p4gen.host.fastworker import FastWorker
 
 from .errors import JobError
 from .tensors import make_tensor

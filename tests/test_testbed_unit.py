@@ -13,7 +13,7 @@ from p4gen.host.packet import endpoint
 from p4gen.plan import Plan
 from p4gen.testbed import cli
 from p4gen.testbed.errors import TestbedError
-from p4gen.testbed.fastworker import FastWorker
+from p4gen.host.fastworker import FastWorker
 from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
 from p4gen.testbed.tensors import check_switchml, expected
 from p4gen.testbed.topo import star, two_level, two_level_for

@@ -10,7 +10,8 @@ Public API (imported on first use):
   (``p4gen.host.omni_packet``);
 * :class:`Worker`, :class:`WorkerError` (``p4gen.host.worker``) and
   :class:`OmniWorker` (``p4gen.host.omni_worker``) -- the pure worker
-  state machines.
+  state machines; :class:`FastWorker` (``p4gen.host.fastworker``) is the
+  same protocol with the per-packet work compiled, byte for byte the same.
 
 This package reads the compiler's output (``p4gen.plan``, ``p4gen.wire``)
 and never the switch runtime.
@@ -23,6 +24,7 @@ _EXPORTS = {
     "parse_contribution": "packet", "Result": "packet",
     "OmniFrames": "omni_packet",
     "Worker": "worker", "WorkerError": "worker", "WorkerStats": "worker",
+    "FastWorker": "fastworker",
     "OmniWorker": "omni_worker", "OmniProtocolError": "omni_worker",
 }
 __all__ = sorted(_EXPORTS) + ["codec"]

@@ -8,7 +8,13 @@ Z3 proofs in ``verify/`` restate exactly:
   (``np.frexp`` of ``max|x|``), clipped to ``-127..128``; an all-zero block
   gives ``-127``.  Clipping from below keeps ``max|x| < 2**e`` true; float32
   magnitudes are below ``2**128`` so the upper clip never binds.  The header
-  field is ``e + EXPONENT_BIAS`` (``0..255``).
+  field is ``e + EXPONENT_BIAS`` (``0..255``).  Its top value
+  ``EXPONENT_FLAG = 255`` (``e = 128``, a block with ``max|x| >= 2**127``)
+  doubles as the flag of a tensor that holds NaN or Inf
+  (``Worker(flag=True)``): since the switch keeps the maximum, one flagged
+  worker flags the result for all of them.  ``p4gen.torch`` skips the
+  update of a flagged bucket, so it treats a gradient of magnitude
+  ``>= 2**127`` as an overflow, as it does Inf.
 * ``scale(e_max, n, w) = (2**(w-1) - 1) / (n * 2**e_max)``.
 * ``quantize(x, e_max, n, w) = clip(rint(x * scale), -L, L)`` with
   ``L = floor((2**(w-1) - 1) / n)``, so the sum of ``n`` quantised values is
@@ -37,10 +43,11 @@ from ..errors import P4genError
 EXPONENT_BIAS = 127
 EXPONENT_MIN = -127          # all-zero blocks; field value 0
 EXPONENT_MAX = 128           # field value 255
+EXPONENT_FLAG = EXPONENT_MAX + EXPONENT_BIAS   # 255: also the NaN/Inf flag (see above)
 VALUE_WIDTHS = (16, 32)
 
 __all__ = [
-    "EXPONENT_BIAS", "EXPONENT_MIN", "EXPONENT_MAX", "CodecError",
+    "EXPONENT_BIAS", "EXPONENT_MIN", "EXPONENT_MAX", "EXPONENT_FLAG", "CodecError",
     "exponent_of", "exponent_field", "field_exponent", "limit", "scale",
     "quantize", "dequantize", "error_bound", "to_wire", "from_wire",
 ]

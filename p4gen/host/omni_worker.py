@@ -15,7 +15,8 @@ padded with zeros); a block is *non-zero* for a worker when some
 skipped; with a larger threshold, blocks under it are dropped from the sum).
 With ``S = min(window, blocks)`` slots, block ``b`` belongs to *stream*
 ``b mod S``, which runs on slot ``b mod S`` of the job.  Each stream is an
-independent sequence of rounds on its slot; round ``r`` uses copy ``r mod 2``.
+independent sequence of rounds on its slot; round ``r`` uses copy
+``(r + copies[j]) mod 2`` (``copies`` is all zeros unless given).
 
 Encoding (all offsets are *global* block indices; a stream only ever names
 its own blocks, so the switch's minimum stays inside the stream):
@@ -58,7 +59,14 @@ the switch keeps the maximum over workers and returns it.  Every block of
 the stream is then quantised with that exponent (``codec.quantize``), so the
 error per element is below ``codec.error_bound(e_stream, n, w)``.  Later
 rounds repeat the agreed exponent.  Integer tensors (``mode="int"``) send
-raw wire integers; the result is their exact wrap-around sum.
+raw wire integers; the result is their exact wrap-around sum.  With
+``flag=True`` (a tensor that holds NaN or Inf) the worker sends no block and
+the reserved exponent ``codec.EXPONENT_FLAG`` in its discovery rounds; every
+worker's :attr:`flagged` is then set.
+
+A later all-reduce on the same slots passes ``tsi_base=next_tsi_base`` and
+``copies=next_copies``: its tsi are above every tsi of this one, and each
+slot goes on alternating its copy from where it stopped.
 """
 
 from __future__ import annotations
@@ -82,12 +90,16 @@ class OmniWorker(Worker):
     def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str | None = None, tsi_base: int = 0,
                  timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0,
-                 threshold: float = 0.0):
+                 threshold: float = 0.0, flag: bool = False, copies=None):
         x = np.asarray(tensor)
         if mode is None:
             mode = "int" if np.issubdtype(x.dtype, np.integer) else "float"
         super().__init__(layout, x, job=job, window=window, n_workers=n_workers, src=src, dst=dst, mode=mode,
-                         tsi_base=tsi_base, timeout=timeout, backoff=backoff, max_timeout=max_timeout)
+                         tsi_base=tsi_base, timeout=timeout, backoff=backoff, max_timeout=max_timeout, flag=flag)
+        copies = [0] * self.window if copies is None else [int(c) for c in copies]
+        if len(copies) != self.window or any(c not in (0, 1) for c in copies):
+            raise WorkerError(f"copies must give the first copy (0 or 1) of each of the {self.window} slots")
+        self._copy0 = copies
         if threshold < 0:
             raise WorkerError(f"threshold={threshold} must be >= 0")
         self.threshold = threshold
@@ -105,7 +117,7 @@ class OmniWorker(Worker):
         self._mine = [nz[nz % S == j].tolist() for j in range(S)]   # per stream, ascending
         if self.mode == "float":
             e = np.where(self.nonzero, codec.exponent_of(self._blocks, axis=1), codec.EXPONENT_MIN)
-            self._stream_exp = [int(e[j::S].max()) for j in range(S)]
+            self._stream_exp = [codec.EXPONENT_MAX if flag else int(e[j::S].max()) for j in range(S)]
             self._scale = [0.0] * S          # set when the stream's exponent is agreed
             self._signed = np.dtype(f">i{self.value_width // 8}")
             self._lim = codec.limit(self.n, self.value_width)
@@ -130,7 +142,18 @@ class OmniWorker(Worker):
         return (self.tsi_base + 1 + (block + 1)) & 0xFFFFFFFF
 
     def _pool(self, j: int, r: int) -> int:
-        return ((r & 1) << self.slot_bits) | j
+        return (((r + self._copy0[j]) & 1) << self.slot_bits) | j
+
+    @property
+    def next_tsi_base(self) -> int:
+        """``tsi_base`` of the next all-reduce on these slots: above every tsi this one used."""
+        return self.tsi_base + self.chunks + 1
+
+    @property
+    def next_copies(self) -> list[int]:
+        """``copies`` of the next all-reduce on these slots: each slot's copy after its last round."""
+        return [(c + (self.rounds_per_stream[j] if j < self.streams else 0)) & 1
+                for j, c in enumerate(self._copy0)]
 
     def pool_index(self, t: int) -> int:
         """Pool index of the outstanding round of slot ``t`` (streams, not SwitchML indices)."""
@@ -210,6 +233,7 @@ class OmniWorker(Worker):
         S = self.streams
         if b < 0:
             if self.mode == "float":
+                self.flagged |= r.exponent == codec.EXPONENT_FLAG
                 e = codec.field_exponent(r.exponent)
                 self._exp[j] = r.exponent
                 self._scale[j] = codec.scale(e, self.n, self.value_width)

@@ -10,9 +10,13 @@ Protocol (SwitchML, NSDI'21):
 
 * the tensor is split into chunks of ``elements_per_packet`` values (the
   last one padded with zeros);
-* the worker has a window of ``window`` slots; protocol index ``t`` uses
-  slot ``t mod window`` and copy ``(t // window) % 2``; the packet carries
-  ``tsi = tsi_base + t`` and ``pool_index = copy << slot_bits | slot``;
+* the worker has a window of ``window`` slots; protocol index ``t`` is
+  global index ``g = tsi_base + t``, which uses slot ``g mod window`` and
+  copy ``(g // window) % 2``; the packet carries ``tsi = g`` and
+  ``pool_index = copy << slot_bits | slot``.  A later all-reduce on the same
+  slots continues with ``tsi_base = next_tsi_base`` (see
+  :attr:`Worker.next_tsi_base`): every slot then sees its indices ``window``
+  apart and its copies alternate, as within one tensor;
 * at most one index per slot is outstanding.  A result is accepted only
   when its ``tsi``, slot and copy are those of the outstanding index (stale
   or duplicate results are ignored); then the next index of that slot goes
@@ -31,6 +35,12 @@ values.  So every chunk is quantised with the maximum exponent over all
 workers (``p4gen.host.codec``), at the cost of ``window`` extra packets per
 tensor.  Integer tensors (``mode="int"``) skip this: index ``t`` carries
 chunk ``t`` as raw wire integers and the result is their wrap-around sum.
+
+Flag (float tensors).  ``flag=True`` sends the reserved exponent field
+``codec.EXPONENT_FLAG`` (0xFF) with every chunk and zero values: the tensor
+held NaN or Inf.  The switch's maximum carries the flag to every worker's
+results, so every worker of the all-reduce sees :attr:`Worker.flagged`
+without another exchange.
 """
 
 from __future__ import annotations
@@ -71,9 +81,11 @@ class WorkerStats:
 class Worker:
     def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str = "float", tsi_base: int = 0,
-                 timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0):
+                 timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0, flag: bool = False):
         if mode not in ("float", "int"):
             raise WorkerError(f"mode={mode!r} must be 'float' or 'int'")
+        if flag and mode != "float":
+            raise WorkerError("flag=True needs mode='float' (the flag travels in the exponent field)")
         p = layout.params
         self.layout = layout
         self.mode = mode
@@ -99,11 +111,16 @@ class Worker:
         self.size = x.size
         self.chunks = -(-self.size // self.k)
         padded = np.zeros(self.chunks * self.k, dtype=np.float64 if mode == "float" else np.int64)
+        self.flag = bool(flag)
         if mode == "float":
-            codec._check_tensor(x)           # NaN / Inf raise CodecError
-            padded[:self.size] = x.reshape(-1).astype(np.float32)
+            if not flag:
+                codec._check_tensor(x)       # NaN / Inf raise CodecError
+                padded[:self.size] = x.reshape(-1).astype(np.float32)
             self._blocks = padded.reshape(self.chunks, self.k)
-            self._exp_field = codec.exponent_field(self._blocks, axis=1)
+            if flag:
+                self._exp_field = np.full(self.chunks, codec.EXPONENT_FLAG, dtype=np.int64)
+            else:
+                self._exp_field = codec.exponent_field(self._blocks, axis=1)
             self._emax = np.full(self.chunks, codec.EXPONENT_MIN, dtype=np.int64)
             self.lag = self.window
             self._out = np.zeros((self.chunks, self.k), dtype=np.float64)
@@ -115,7 +132,8 @@ class Worker:
             self.lag = 0
             self._out = np.zeros((self.chunks, self.k), dtype=np.uint64)
         self.indices = self.chunks + self.lag       # protocol indices 0 .. indices-1
-        self._slots = [_Slot() for _ in range(min(self.window, self.indices))]
+        self._slots = [_Slot() for _ in range(self.window)]    # by slot number
+        self.flagged = False                # a result carried codec.EXPONENT_FLAG
         self._got = np.zeros(self.indices, dtype=bool)
         self.complete = np.zeros(self.chunks, dtype=bool)   # chunk d's reduced values are in the output
         self.stats = WorkerStats()
@@ -126,7 +144,13 @@ class Worker:
         return t < self.chunks or 0 <= t - self.lag < self.chunks
 
     def pool_index(self, t: int) -> int:
-        return (((t // self.window) & 1) << self.slot_bits) | (t % self.window)
+        g = self.tsi_base + t
+        return (((g // self.window) & 1) << self.slot_bits) | (g % self.window)
+
+    @property
+    def next_tsi_base(self) -> int:
+        """``tsi_base`` of the next all-reduce on these slots, so that each slot continues its sequence."""
+        return self.tsi_base + self.indices
 
     def _frame(self, t: int) -> bytes:
         d = t - self.lag
@@ -168,10 +192,10 @@ class Worker:
             raise WorkerError("worker already started")
         self._started = True
         out = []
-        for j in range(len(self._slots)):
-            t = j if self._needed(j) else self._next_on_slot(j, j)
+        for t0 in range(min(self.window, self.indices)):
+            t = t0 if self._needed(t0) else self._next_on_slot(t0, t0)
             if t >= 0:
-                out.append(self._send(j, t, now, True))
+                out.append(self._send((self.tsi_base + t0) % self.window, t, now, True))
         return out
 
     def _parse(self, frame):
@@ -219,6 +243,7 @@ class Worker:
         d = t - self.lag
         if self.mode == "float":
             if t < self.chunks:
+                self.flagged |= r.exponent == codec.EXPONENT_FLAG
                 self._emax[t] = codec.field_exponent(r.exponent)
             if 0 <= d < self.chunks:
                 q_sum = codec.from_wire(r.values, self.value_width)

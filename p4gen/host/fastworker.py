@@ -1,9 +1,9 @@
-"""A faster :class:`p4gen.host.worker.Worker` for the emulators: same protocol, same bytes.
+"""A faster :class:`p4gen.host.worker.Worker`: same protocol, same bytes.
 
 The reference worker builds each frame through ``Layout.encode`` (header
 dicts) and ``codec.quantize`` (argument checks), about 0.4 ms per frame,
 and parses each result through ``parse_result`` (about 75 us).  On a
-2-core machine that, not the links, would bound the testbed.  This subclass
+2-core machine that, not the links, would bound the testbed and training.  This subclass
 keeps the state machine of the base class and changes only the per-packet
 work:
 
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from p4gen.host import codec
-from p4gen.wire import ETHERTYPE_IPV4
-from p4gen.host.packet import contribution_frame
-from p4gen.host.worker import Worker
+from . import codec
+from ..wire import ETHERTYPE_IPV4
+from .packet import contribution_frame
+from .worker import Worker
 
 
 @dataclass
@@ -122,6 +122,7 @@ class FastWorker(Worker):
         self._got[t] = True
         d = t - self.lag
         if t < self.chunks:
+            self.flagged |= r.exponent == codec.EXPONENT_FLAG
             self._emax[t] = r.exponent - codec.EXPONENT_BIAS
         if 0 <= d < self.chunks:
             q = np.frombuffer(r.frame, self._signed, self.k, L.values_offset)
