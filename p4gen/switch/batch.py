@@ -44,7 +44,7 @@ class BatchExecutor:
         the batch at once.
         """
         L = self.layout
-        if not self.fast or len(packets) < VEC_MIN_BATCH:
+        if not self.fast or len(packets) < VEC_MIN_BATCH or not self._values_batchable:
             return [self.process(f, p) for f, p in packets]
         if self._vec and self._vw is not False:
             return self._process_batch_vec(packets)

@@ -1,8 +1,10 @@
 """The value registers of a batch: every value operation of the batch applied at once.
 
-The ops' effect on a register row is summarised per op code (whether the
-row restarts, whether the packet adds its values, whether the packet carries
-the register on); a row's value after each op is a segment sum.
+The ops' effect on a register row is summarised per op code, as
+:mod:`.kernels` reads it off ``p4gen.ops.values_op`` (whether the op
+touches the register, whether the row restarts, whether the packet adds its
+values, whether the packet carries the register on); a row's value after
+each op is a segment sum.
 """
 
 from __future__ import annotations
@@ -13,12 +15,6 @@ import numpy as np
 class BatchValues:
     """Value-register operations of a batch (a mixin of :class:`SwitchModel`)."""
 
-    _VCODE = {"write": 0, "add": 1, "read": 2, "nop": 3, "clear": 4}
-    # per values-op code: whether the packet carries the register on, resets the row, adds its values
-    _V_CARRY = np.array([False, True, True, False, True])
-    _V_RESET = np.array([True, False, False, False, True])
-    _V_ADDS = np.array([True, True, False, False, False])
-
     def _apply_values_batch(self, deferred) -> list:
         """Apply the deferred value ops in order; return each packet's carried payload bytes (or None)."""
         L = self.layout
@@ -28,7 +24,8 @@ class BatchValues:
         carried: list = [None] * len(deferred)
         if not todo:
             return carried
-        codes = np.array([self._VCODE[v[0]] for _, v in todo], dtype=np.int8)
+        K = self._kernels
+        codes = np.array([K.vcode[v[0]] for _, v in todo], dtype=np.int8)
         bases = np.array([v[1] for _, v in todo], dtype=np.int64)
         off, vlen = L.values_offset, L.data_bytes
         zero = bytes(vlen)
@@ -36,8 +33,8 @@ class BatchValues:
         pkt = np.frombuffer(blob, L.value_dtype).reshape(len(todo) * P_, E).astype(np.uint64)
         rows = (bases[:, None] + np.arange(P_)).reshape(-1)
         code = np.repeat(codes, P_)
-        contrib = np.where(((code == 0) | (code == 1))[:, None], pkt, np.uint64(0))
-        reset = (code == 0) | (code == 4)
+        contrib = np.where(K.v_adds[code][:, None], pkt, np.uint64(0))
+        reset = K.v_reset[code]
         order = np.argsort(rows, kind="stable")
         r = rows[order]
         c = contrib[order]
@@ -60,13 +57,13 @@ class BatchValues:
         out[order] = after
         out_be = out.astype(vals.dtype).astype(L.value_dtype).reshape(len(todo), P_ * E)
         for j, (k, v) in enumerate(todo):
-            if codes[j] in (1, 2, 4) or (codes[j] == 0 and not deferred[k][8]):
-                # add, read, clear: the packet carries the register; a write without data carries zeros
+            if K.v_carry[codes[j]] or (K.v_touch[codes[j]] and not deferred[k][8]):
+                # the packet carries the register; an op that touches it (a write) without data carries zeros
                 carried[k] = out_be[j].tobytes()
         return carried
 
     def _values_vec(self, sc, VO, data, adm, order, emits):
-        """Apply the batch's value ops (codes as in _VCODE) in packet order, all at once.
+        """Apply the batch's value ops (codes as in ``Kernels.vcode``) in packet order, all at once.
 
         Returns the values each emitting packet carries on (native dtype,
         (m, passes * elements); rows of other packets are left zero) and
@@ -84,10 +81,11 @@ class BatchValues:
         L = self.layout
         P_, E = self._passes, L.elements_per_pass
         m = len(VO)
-        has_carry = self._V_CARRY[VO]
+        K = self._kernels
+        has_carry = K.v_carry[VO]
+        touched = K.v_touch[VO]
         if self._omni:
-            has_carry |= (VO == 0) & ~data        # a write without data carries the zeros it wrote
-        touched = VO != 3
+            has_carry |= touched & ~data          # e.g. a write without data carries the zeros it wrote
         if touched.all():
             todo = None                           # every packet has a value op
         else:
@@ -105,8 +103,8 @@ class BatchValues:
         if todo is not None:
             pk = todo[pk]
         cs = VO[pk]
-        reset = self._V_RESET[cs]
-        adds = self._V_ADDS[cs]
+        reset = K.v_reset[cs]
+        adds = K.v_adds[cs]
         if self._omni:
             adds &= data[pk]                      # a header-only packet resets without adding
         n2 = len(r)

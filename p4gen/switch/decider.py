@@ -4,7 +4,9 @@
 a dict ``observation codes -> kernel`` and builds ``_decide_fast``, one
 closure over the registers; ``_decide_reference`` looks every rule up and
 runs ``p4gen.ops`` directly; ``_make_loop`` generates the batch path's
-decision loop over int lists.
+decision loop over int lists.  The kernels and the loop's operation
+statements come from :mod:`.kernels`, which derives them from ``p4gen.ops``;
+this module only wires registers and observations to them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from .. import decision as dmod
 from .. import ops
-from .kernels import FAST_KERNELS, NP
+from .kernels import NP
 from .state import ModelError
 
 
@@ -32,7 +34,7 @@ class Decider:
         prior: list[str] = ["data"] if self._omni else []
         for step in table["steps"]:
             role = step["role"]
-            kern = FAST_KERNELS[role]
+            kern = self._kernels.fast[role]
             lut = {}
             for obs, rule in dmod.expand(prior, step["rules"]):
                 lut[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (kern[rule["op"]], rule["op"])
@@ -45,6 +47,9 @@ class Decider:
                                                                   self._stat[rule["stat"]])
         self._chain = chain
         self._outcome = out
+        # batches run frame by frame when a values op of the table is outside the batch path's segment sums
+        self._values_batchable = all(self._kernels.values[op].batchable
+                                     for role, lut in chain if role == "values" for _k, op in lut.values())
         self._yields = prior
         self._decide_fast = self._make_decider()
 
@@ -76,6 +81,7 @@ class Decider:
         payload = self._payload
         zeros = self._zero_payload
         omni = self._omni
+        touches = {op: f.touches for op, f in self._kernels.values.items()}
 
         def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None):
             o = (data,) if omni else ()
@@ -116,8 +122,8 @@ class Decider:
                         defer.append((names[o], base))
                     else:
                         vals_out = k(vals[base:base + passes], frame, payload if data else zeros)
-                        if vals_out is None and not data and names[o] != "nop":
-                            vals_out = zeros(frame)       # a write on a header-only packet carries zeros
+                        if vals_out is None and not data and touches[names[o]]:
+                            vals_out = zeros(frame)       # e.g. a write on a header-only packet carries zeros
             action, stat = outcome[o]
             return action, stat, exp_out, vals_out, nxt_out
 
@@ -160,8 +166,8 @@ class Decider:
                 pkt = self._payload(frame) if data else self._zero_payload(frame)
                 new, carried = ops.values_op(op, rows.copy(), pkt.astype(rows.dtype), self.layout.value_width, NP)
                 rows[...] = np.asarray(new).astype(rows.dtype)
-                # nop on a header-only packet: nothing to carry (the packet keeps no data header)
-                if op != "nop" or data:
+                # an op that does not touch the register on a header-only packet: nothing to carry
+                if self._kernels.values[op].touches or data:
                     vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
             if step["yields"]:
                 obs[step["yields"]] = y
@@ -184,15 +190,15 @@ class Decider:
 
         The plan's decision table is expanded per observation code into lists
         indexed by one mixed-radix int ``o`` (so per packet and step one list
-        read picks the operation); the operations are inlined from the
-        FAST_KERNELS semantics, with a branch only for the ops the table uses
+        read picks the operation); each operation's statements are those
+        :meth:`Kernels.inline` derives from ``p4gen.ops``, with a branch only for the ops the table uses
         in that step.  The loop takes the int lists it reads, named in
         ``self._vec_inputs`` (of ``_VEC_INPUTS``), and returns the lists of
         final observation codes, then of exponents out and next offsets out
         when a step sets them; the outcome and the values op follow from the
         final code by table look-ups (numpy) in :meth:`_process_batch_vec`.
         """
-        C = ops
+        kernels = self._kernels
         env: dict[str, Any] = {}
         roles = [r for r, _ in self._chain]
         src = ["        o = data" if self._omni else "        o = 0"]
@@ -233,57 +239,11 @@ class Decider:
             names = table(lut, lambda kv: kv[1])
             used = set(names)
             if role == "values":
-                env["VOP"] = np.array([self._VCODE[x] for x in names], dtype=np.int8)
+                env["VOP"] = np.array([kernels.vcode[x] for x in names], dtype=np.int8)
                 self._vec_values_at = len(prior)
                 continue
             env[K] = names
-            if role == "chunk":
-                env["chunk"] = self._chunk
-                src += ["        s = chunk[sc]"]
-                src += branches(K, used, {"advance": [
-                    "if tsi > s:", f"    chunk[sc] = tsi; y = {C.CMP_GT}",
-                    "else:", f"    y = {C.CMP_EQ} if tsi == s else {C.CMP_LT}"]})
-            elif role == "counter":
-                env["cnt"], env["cfull"] = self._counter, self._counter_full
-                src += ["        c = cnt[sc]"]
-                src += branches(K, used, {
-                    "inc_mod": ["inc = (c + 1) & cfull",
-                                "if inc == n:", "    cnt[sc] = 0",
-                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_LAST}",
-                                "else:", "    cnt[sc] = inc",
-                                f"    y = {C.COUNT_FIRST} if c == 0 else {C.COUNT_MID}"],
-                    "probe_zero": [f"y = {C.COUNT_COMPLETE} if c == 0 else {C.COUNT_INCOMPLETE}"],
-                    "reset_one": ["cnt[sc] = 1", f"y = {C.COUNT_FIRST}"],
-                    "inc_sat": ["if c == n:", f"    y = {C.COUNT_COMPLETE}",
-                                "else:", "    inc = (c + 1) & cfull", "    cnt[sc] = inc",
-                                f"    y = {C.COUNT_LAST} if inc == n else {C.COUNT_MID}"],
-                    "probe_full": [f"y = {C.COUNT_COMPLETE} if c == n else {C.COUNT_INCOMPLETE}"],
-                    "nop": [f"y = {C.COUNT_NONE}"]})
-            elif role == "exponent":
-                env["expo"] = self._exponent
-                src += branches(K, used, {
-                    "write": ["expo[sc] = exp", "e_out = exp"],
-                    "max": ["s = expo[sc]", "e_out = exp if exp > s else s", "expo[sc] = e_out"],
-                    "read": ["e_out = expo[sc]"],
-                    "nop": ["e_out = exp"]})
-            elif role == "minnext":
-                env["mnx"] = self._minnext
-                src += branches(K, used, {
-                    "write": ["mnx[sc] = nxt", "n_out = nxt"],
-                    "min": ["s = mnx[sc]", "n_out = nxt if s > nxt else s", "mnx[sc] = n_out"],
-                    "read": ["n_out = mnx[sc]"],
-                    "nop": ["n_out = nxt"]})
-            elif role == "bitmap" and len(self._bm) == 1:
-                env["bm0"], env["bm1"], env["bmf"] = self._bm[0][0], self._bm[0][1], self._bm_full[0]
-                src += ["        if copy:", "            t_l = bm1; o_l = bm0",
-                        "        else:", "            t_l = bm0; o_l = bm1"]
-                src += branches(K, used, {
-                    "set_clear": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m",
-                                  "o_l[slot] = o_l[slot] & (bmf ^ m)"],
-                    "set": ["t = t_l[slot]", "y = 1 if t & m else 0", "t_l[slot] = t | m"],
-                    "reset_set": ["t_l[slot] = m", "y = 0"],
-                    "nop": ["y = 0"]})
-            elif role == "bitmap":
+            if role == "bitmap" and len(self._bm) > 1:
                 env["bm"], env["bmf"] = self._bm, self._bm_full
                 env[K] = table(lut, lambda kv: kv[0])
                 src += ["        y = 0", f"        k = {K}[o]",
@@ -291,6 +251,18 @@ class Decider:
                         "            t_l = lanes[copy]; o_l = lanes[1 - copy]",
                         "            a, b, s = k(t_l[slot], o_l[slot], mask if i == word else 0, bmf[i])",
                         "            t_l[slot] = a; o_l[slot] = b; y |= s"]
+            elif role in self._LOOP_WIRING:
+                regs, inputs, loads, outputs = self._LOOP_WIRING[role]
+                for name, attr in regs.items():
+                    env[name] = getattr(self, attr)
+                if role == "bitmap":
+                    env["bm0"], env["bm1"] = self._bm[0][0], self._bm[0][1]
+                    src += ["        if copy:", "            t_l = bm1; o_l = bm0",
+                            "        else:", "            t_l = bm0; o_l = bm1"]
+                    inputs = {**inputs, "full": hex(self._bm_full[0])}
+                elif role == "counter":
+                    inputs = {**inputs, "full": hex(self._counter_full)}
+                src += branches(K, used, {op: kernels.inline(role, op, inputs, loads, outputs, "_t") for op in used})
             else:
                 raise ModelError(f"no batch execution for register role {role!r}")
             step = self.decision["steps"][si]
@@ -305,10 +277,10 @@ class Decider:
         self._vec_vop = env.get("VOP")
         self._vec_oa = np.array(table(self._outcome, lambda v: v[0]), dtype=np.int8)
         self._vec_os = np.array(table(self._outcome, lambda v: v[1]), dtype=np.int64)
-        # the values op of every final code (3: nop when the table has no values step)
+        # the values op of every final code (one that does not touch the register when the table has no values step)
         ncodes = len(self._vec_oa)
         self._vec_vo_full = (self._vec_vop[np.arange(ncodes) // self._vec_values_div].astype(np.intp)
-                             if self._vec_values_div is not None else np.full(ncodes, 3, dtype=np.intp))
+                             if self._vec_values_div is not None else np.full(ncodes, kernels.v_nop, dtype=np.intp))
         # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
         # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
         body = "\n".join(src)
@@ -325,6 +297,19 @@ class Decider:
         tail = ["        " + "; ".join(f"a{o}({var[o]})" for o in outs), f"    return {', '.join(outs)},"]
         exec(compile("\n".join(head + src + tail), "<p4gen decision loop>", "exec"), env)   # noqa: S102
         return env["loop"]
+
+    # how the generated loop reaches each scalar role's registers: the lists it binds (loop name ->
+    # attribute), the loop's locals for the op parameters, the register entries a parameter is loaded
+    # from, and where each op result goes (the bitmap step picks this copy's and the other copy's lanes first)
+    _LOOP_WIRING = {
+        "chunk": ({"chunk": "_chunk"}, {"stored": "s", "tsi": "tsi"}, {"stored": "chunk[sc]"}, ("chunk[sc]", "y")),
+        "counter": ({"cnt": "_counter"}, {"count": "c", "n": "n"}, {"count": "cnt[sc]"}, ("cnt[sc]", "y")),
+        "exponent": ({"expo": "_exponent"}, {"stored": "s", "exp": "exp"}, {"stored": "expo[sc]"},
+                     ("expo[sc]", "e_out")),
+        "minnext": ({"mnx": "_minnext"}, {"stored": "s", "nxt": "nxt"}, {"stored": "mnx[sc]"}, ("mnx[sc]", "n_out")),
+        "bitmap": ({}, {"this": "t", "other": "u", "mask": "m"},
+                   {"this": "t_l[slot]", "other": "o_l[slot]"}, ("t_l[slot]", "o_l[slot]", "y")),
+    }
 
     # columns a generated decision loop may read, in its argument order
     _VEC_INPUTS = ("sc", "slot", "copy", "word", "mask", "m", "n", "tsi", "exp", "data", "nxt")

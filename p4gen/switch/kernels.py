@@ -1,145 +1,452 @@
-"""Integer and numpy kernels of the register operations (same results as ``p4gen.ops``)."""
+"""The register operations of ``p4gen.ops`` as executable code, derived from their one definition.
+
+``p4gen.ops`` writes every operation once, over an abstract algebra.  This
+module runs those same functions over two more interpretations and builds
+the model's executable forms from what they return; it says nothing of its
+own about what an operation does.
+
+* :class:`SourceAlgebra`: values are Python expressions.  Running, say,
+  ``ops.counter_op("inc_mod", count, n, bits, A)`` over it returns the
+  operation's body as an expression graph, which :func:`_lines` turns into
+  statements (a sub-expression used twice becomes one local).  From it come
+  the scalar kernels (``Kernels.fast``, the per-packet path) and the
+  statements the batch path's generated decision loop inlines
+  (:meth:`Kernels.inline`).
+* :class:`AffineAlgebra`: a value lane as ``a * stored + b * packet + c``.
+  ``ops.values_op`` over it tells what each values operation does to a
+  register row and to the packet (:class:`ValueForm`); the in-place numpy
+  kernels and the batch path's per-op tables are built from that.  An
+  operation outside this form (one that compares values, say) runs through
+  ``ops.values_op`` over :class:`NumpyAlgebra` instead, and batches of a
+  table that uses it run frame by frame.
+
+:func:`derive` returns the kernels of the ``p4gen.ops`` functions as they
+are when it is called (cached per function object), so a changed or added
+operation reaches every path at once.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
 from .. import ops
 
-
-def _chunk_advance(stored, tsi):
-    if tsi > stored:
-        return tsi, ops.CMP_GT
-    return stored, (ops.CMP_EQ if tsi == stored else ops.CMP_LT)
+# -- Python source ------------------------------------------------------------------------------
 
 
-def _bm_set_clear(this, other, mask, full):
-    return this | mask, other & (full ^ mask), 1 if this & mask else 0
+class Width:
+    """A register width known only by name at derivation time: its all-ones mask is the variable ``name``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
 
 
-def _bm_set(this, other, mask, full):
-    return this | mask, other, 1 if this & mask else 0
+def _mask(bits) -> str:
+    return bits.name if isinstance(bits, Width) else hex((1 << bits) - 1)
 
 
-def _bm_reset_set(this, other, mask, full):
-    return mask, other, 0
+class Expr:
+    """One node of an expression graph: a leaf (a name), a constant or an operation on nodes."""
+
+    __slots__ = ("kind", "args")
+
+    def __init__(self, kind: str, *args):
+        self.kind, self.args = kind, args
+
+    def value(self):
+        return self.args[0] if self.kind == "const" else None
 
 
-def _bm_nop(this, other, mask, full):
-    return this, other, 0
+def _const(v) -> Expr:
+    return Expr("const", v)
 
 
-def _cnt_inc_mod(count, n, full):
-    inc = (count + 1) & full
-    wraps = inc == n
-    state = ops.COUNT_FIRST if count == 0 else (ops.COUNT_LAST if wraps else ops.COUNT_MID)
-    return (0 if wraps else inc), state
+class SourceAlgebra:
+    """``p4gen.ops.Algebra`` over :class:`Expr` graphs (folding constant conditions)."""
+
+    def ite(self, cond, a, b):
+        if cond.kind == "const":
+            return a if cond.value() else b
+        if a is b:
+            return a
+        return Expr("ite", cond, a, b)
+
+    def eq(self, a, b):
+        if a.kind == b.kind == "const":
+            return _const(a.value() == b.value())
+        return Expr("eq", a, b)
+
+    def ugt(self, a, b):
+        if a.kind == b.kind == "const":
+            return _const(a.value() > b.value())
+        return Expr("gt", a, b)
+
+    def add(self, a, b, bits):
+        return Expr("add", a, b, bits)
+
+    def band(self, a, b):
+        return Expr("and", a, b)
+
+    def bor(self, a, b):
+        return Expr("or", a, b)
+
+    def bnot(self, a, bits):
+        return Expr("not", a, bits)
+
+    def const(self, value, bits):
+        return _const(int(value))
+
+    def ne0(self, a):
+        if a.kind == "const":
+            return _const(a.value() != 0)
+        return Expr("ne0", a)
+
+    def false(self):
+        return _const(False)
 
 
-def _cnt_probe_zero(count, n, full):
-    return count, (ops.COUNT_COMPLETE if count == 0 else ops.COUNT_INCOMPLETE)
+SRC = SourceAlgebra()
+
+_FORMS = {"eq": "({} == {})", "gt": "({} > {})", "and": "({} & {})", "or": "({} | {})", "ne0": "({} != 0)"}
 
 
-def _cnt_reset_one(count, n, full):
-    return 1, ops.COUNT_FIRST
+def _text(e: Expr, names: dict[int, str]) -> str:
+    if id(e) in names:
+        return names[id(e)]
+    k, a = e.kind, e.args
+    if k == "leaf":
+        return a[0]
+    if k == "const":
+        return str(int(a[0]))
+    if k == "ite":
+        return f"({_text(a[1], names)} if {_text(a[0], names)} else {_text(a[2], names)})"
+    if k == "add":
+        return f"(({_text(a[0], names)} + {_text(a[1], names)}) & {_mask(a[2])})"
+    if k == "not":
+        return f"(~{_text(a[0], names)} & {_mask(a[1])})"
+    return _FORMS[k].format(*(_text(x, names) for x in a))
 
 
-def _cnt_inc_sat(count, n, full):
-    if count == n:
-        return count, ops.COUNT_COMPLETE
-    inc = (count + 1) & full
-    return inc, (ops.COUNT_LAST if inc == n else ops.COUNT_MID)
+def _walk(roots, seen: dict[int, int], order: list[Expr]) -> None:
+    """Count references to every operation node under ``roots``; ``order`` gets them children first."""
+    stack = [(e, False) for e in reversed(roots)]
+    while stack:
+        e, done = stack.pop()
+        if e.kind in ("leaf", "const"):
+            continue
+        if done:
+            order.append(e)
+            continue
+        seen[id(e)] = seen.get(id(e), 0) + 1
+        if seen[id(e)] == 1:
+            stack.append((e, True))
+            stack.extend((x, False) for x in reversed(e.args) if isinstance(x, Expr))
 
 
-def _cnt_probe_full(count, n, full):
-    return count, (ops.COUNT_COMPLETE if count == n else ops.COUNT_INCOMPLETE)
+def leaves(roots) -> set[str]:
+    """Names of the leaves the expressions ``roots`` read."""
+    out, stack = set(), list(roots)
+    while stack:
+        e = stack.pop()
+        if e.kind == "leaf":
+            out.add(e.args[0])
+        elif e.kind != "const":
+            stack.extend(x for x in e.args if isinstance(x, Expr))
+    return out
 
 
-def _cnt_nop(count, n, full):
-    return count, ops.COUNT_NONE
+def _lines(outputs: list[tuple[str, Expr]], temp: str) -> list[str]:
+    """Statements assigning each (target, expression): shared sub-expressions first, as locals."""
+    counts: dict[int, int] = {}
+    order: list[Expr] = []
+    _walk([e for _t, e in outputs], counts, order)
+    names: dict[int, str] = {}
+    lines = []
+    for e in order:
+        if counts[id(e)] > 1:
+            text = _text(e, names)
+            names[id(e)] = f"{temp}{len(names)}"
+            lines.append(f"{names[id(e)]} = {text}")
+    return lines + [f"{t} = {_text(e, names)}" for t, e in outputs]
 
 
-def _exp_write(stored, exp):
-    return exp, exp
+# -- scalar roles ---------------------------------------------------------------------------------
 
 
-def _exp_max(stored, exp):
-    m = exp if exp > stored else stored
-    return m, m
+@dataclass(frozen=True)
+class ScalarRole:
+    """How the model calls one scalar role's operations: the kernel's parameters, the ``p4gen.ops``
+    call over them (``call(op, values, algebra, width)``; ``width`` stands for the register's width
+    where the op needs one, and the kernel's ``full`` parameter is its all-ones mask), and which
+    parameter holds the register each result replaces (None: an output)."""
+
+    params: tuple[str, ...]
+    call: Callable[[str, dict[str, Any], Any, Any], tuple]
+    stores: tuple[str | None, ...]
 
 
-def _exp_read(stored, exp):
-    return stored, stored
-
-
-def _exp_nop(stored, exp):
-    return stored, exp
-
-
-# values kernels work in place on the register rows; ``load(frame)`` gives the
-# packet's values (only called by the kernels that read them).  They return the
-# values the packet carries on, or None when the packet keeps its own values.
-def _val_write(rows, frame, load):
-    rows[...] = load(frame)
-    return None
-
-
-def _val_add(rows, frame, load):
-    np.add(rows, load(frame), out=rows, casting="unsafe")
-    return rows
-
-
-def _val_read(rows, frame, load):
-    return rows
-
-
-def _val_nop(rows, frame, load):
-    return None
-
-
-def _val_clear(rows, frame, load):
-    rows[...] = 0
-    return rows
-
-
-def _mn_write(stored, nxt):
-    return nxt, nxt
-
-
-def _mn_min(stored, nxt):
-    m = nxt if stored > nxt else stored
-    return m, m
-
-
-def _mn_read(stored, nxt):
-    return stored, stored
-
-
-def _mn_nop(stored, nxt):
-    return stored, nxt
-
-
-FAST_KERNELS: dict[str, dict[str, Callable]] = {
-    "chunk": {"advance": _chunk_advance},
-    "bitmap": {"set_clear": _bm_set_clear, "set": _bm_set, "reset_set": _bm_reset_set, "nop": _bm_nop},
-    "counter": {"inc_mod": _cnt_inc_mod, "probe_zero": _cnt_probe_zero, "reset_one": _cnt_reset_one,
-                "inc_sat": _cnt_inc_sat, "probe_full": _cnt_probe_full, "nop": _cnt_nop},
-    "exponent": {"write": _exp_write, "max": _exp_max, "read": _exp_read, "nop": _exp_nop},
-    "values": {"write": _val_write, "add": _val_add, "read": _val_read, "nop": _val_nop, "clear": _val_clear},
-    "minnext": {"write": _mn_write, "min": _mn_min, "read": _mn_read, "nop": _mn_nop},
+SCALAR_ROLES: dict[str, ScalarRole] = {
+    "chunk": ScalarRole(("stored", "tsi"), lambda op, v, A, w: ops.chunk_op(op, v["stored"], v["tsi"], A),
+                        ("stored", None)),
+    "bitmap": ScalarRole(("this", "other", "mask", "full"),
+                         lambda op, v, A, w: ops.bitmap_op(op, v["this"], v["other"], v["mask"], w, A),
+                         ("this", "other", None)),
+    "counter": ScalarRole(("count", "n", "full"),
+                          lambda op, v, A, w: ops.counter_op(op, v["count"], v["n"], w, A),
+                          ("count", None)),
+    "exponent": ScalarRole(("stored", "exp"), lambda op, v, A, w: ops.exponent_op(op, v["stored"], v["exp"], A),
+                           ("stored", None)),
+    "minnext": ScalarRole(("stored", "nxt"), lambda op, v, A, w: ops.minnext_op(op, v["stored"], v["nxt"], A),
+                          ("stored", None)),
 }
 
 
+def _symbolic(role: str, op: str, names: dict[str, str]) -> tuple[Expr, ...]:
+    """The results of ``op`` over leaves named ``names[param]`` (the width's mask: ``names["full"]``)."""
+    spec = SCALAR_ROLES[role]
+    leaves = {p: Expr("leaf", names.get(p, p)) for p in spec.params}
+    return tuple(spec.call(op, leaves, SRC, Width(names.get("full", "full"))))
+
+
+def _compile(src: str, name: str, env: dict[str, Any] | None = None):
+    scope: dict[str, Any] = dict(env or {})
+    exec(compile(src, f"<p4gen.ops {name}>", "exec"), scope)  # noqa: S102 -- text built by _lines from p4gen.ops
+    return scope["kernel"]
+
+
+def scalar_kernel(role: str, op: str):
+    """``op`` of ``role`` as one Python function of the role's parameters (e.g. ``(count, n, full)``),
+    returning what the ``p4gen.ops`` function returns."""
+    spec = SCALAR_ROLES[role]
+    outs = _symbolic(role, op, {})
+    body = _lines([(f"_r{i}", e) for i, e in enumerate(outs)], "_t")
+    src = "\n".join([f"def kernel({', '.join(spec.params)}):"] + [f"    {x}" for x in body]
+                    + [f"    return {', '.join(f'_r{i}' for i in range(len(outs)))}"])
+    return _compile(src, f"{role}.{op}")
+
+
+# -- value lanes --------------------------------------------------------------------------------------
+
+
+class NotAffine(Exception):
+    """A values operation that is not ``a * stored + b * packet + c``."""
+
+
+@dataclass(frozen=True)
+class Lin:
+    a: int   # times the stored value
+    b: int   # times the packet's value
+    c: int   # plus a constant
+
+
+class AffineAlgebra:
+    """``p4gen.ops.Algebra`` over :class:`Lin` (addition and constants only)."""
+
+    def add(self, x, y, bits):
+        return Lin(x.a + y.a, x.b + y.b, x.c + y.c)
+
+    def const(self, value, bits):
+        return Lin(0, 0, int(value))
+
+    def _no(self, *a):
+        raise NotAffine
+
+    ite = eq = ugt = band = bor = bnot = ne0 = false = _no
+
+
+AFFINE = AffineAlgebra()
+STORED, PACKET = Lin(1, 0, 0), Lin(0, 1, 0)
+
+
 class NumpyAlgebra:
-    """Unsigned wrap-around addition on numpy arrays (what ``ops.values_op`` needs)."""
+    """``p4gen.ops.Algebra`` over numpy arrays of unsigned lanes (wrap-around at ``bits``)."""
+
+    def ite(self, cond, a, b):
+        return np.where(cond, a, b)
+
+    def eq(self, a, b):
+        return np.asarray(a) == np.asarray(b)
+
+    def ugt(self, a, b):
+        return np.asarray(a, dtype=np.uint64) > np.asarray(b, dtype=np.uint64)
 
     def add(self, a, b, bits):
         return ((np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)) & ((1 << bits) - 1))
 
+    def band(self, a, b):
+        return np.bitwise_and(a, b)
+
+    def bor(self, a, b):
+        return np.bitwise_or(a, b)
+
+    def bnot(self, a, bits):
+        return np.bitwise_and(np.invert(np.asarray(a, dtype=np.uint64)), (1 << bits) - 1)
+
     def const(self, value, bits):
         return np.uint64(value)
 
+    def ne0(self, a):
+        return np.asarray(a) != 0
+
+    def false(self):
+        return np.False_
+
 
 NP = NumpyAlgebra()
+
+
+@dataclass(frozen=True)
+class ValueForm:
+    """What one values operation does, read off ``ops.values_op``.
+
+    ``touches``: it accesses the register (it is not "keep the row, the packet
+    keeps its values"); ``carries``: the packet leaves with values other than
+    its own.  With ``new``/``carried`` (None when the op is not affine): the
+    row after the op and the packet's values after it.  ``batchable``: the
+    batch path's segment sums apply (the row restarts or not, the packet adds
+    its values once or not, no constant, and a carrying packet carries the
+    row after the op).
+    """
+
+    op: str
+    touches: bool
+    carries: bool
+    new: Lin | None
+    carried: Lin | None
+
+    @property
+    def batchable(self) -> bool:
+        n, c = self.new, self.carried
+        return (n is not None and n.a in (0, 1) and n.b in (0, 1) and n.c == 0
+                and (c == PACKET or c == n))
+
+    @property
+    def resets(self) -> bool:
+        return self.new is not None and self.new.a == 0
+
+    @property
+    def adds(self) -> bool:
+        return self.new is not None and self.new.b == 1
+
+
+def value_form(op: str) -> ValueForm:
+    s, p = Expr("leaf", "stored"), Expr("leaf", "packet")
+    new_e, car_e = ops.values_op(op, s, p, Width("full"), SRC)
+    touches = not (new_e is s and car_e is p)
+    try:
+        new, carried = ops.values_op(op, STORED, PACKET, 32, AFFINE)
+    except NotAffine:
+        new = carried = None
+    return ValueForm(op, touches, car_e is not p, new, carried)
+
+
+def _np_store(f: Lin) -> str:
+    """A numpy statement leaving ``f`` (of the old row and the packet) in ``rows``, in place."""
+    if f == Lin(1, 1, 0):
+        return "np.add(rows, load(frame), out=rows, casting='unsafe')"
+    if f == PACKET:
+        return "rows[...] = load(frame)"
+    if f.a == f.b == 0:
+        return f"rows[...] = {f.c}"
+    return f"np.copyto(rows, {_np_value(f)}, casting='unsafe')"
+
+
+def _np_value(f: Lin) -> str:
+    """A numpy expression of ``f`` (of the old row and the packet), as a new array."""
+    if f == STORED:
+        return "rows.copy()"
+    if f == PACKET:
+        return "load(frame)"
+    return f"(rows.astype(np.uint64) * {f.a} + load(frame).astype(np.uint64) * {f.b} + {f.c}).astype(rows.dtype)"
+
+
+def values_kernel(form: ValueForm):
+    """The values op on the register rows in place: ``kernel(rows, frame, load)`` returns the values the
+    packet carries on, or None when it keeps its own (``load(frame)``: the packet's values)."""
+    if form.new is None:
+        def kernel(rows, frame, load, _op=form.op):
+            new, carried = ops.values_op(_op, rows.copy(), load(frame).astype(rows.dtype), 8 * rows.itemsize, NP)
+            rows[...] = np.asarray(new).astype(rows.dtype)
+            return np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
+        return kernel
+    body, ret = [], "rows"
+    if form.carried == PACKET:
+        ret = "None"
+    elif form.carried != form.new:            # carries something other than the new row: taken before the store
+        body.append(f"car = {_np_value(form.carried)}")
+        ret = "car"
+    if form.new != STORED:
+        body.append(_np_store(form.new))
+    src = "\n".join(["def kernel(rows, frame, load):"] + [f"    {x}" for x in body] + [f"    return {ret}"])
+    return _compile(src, f"values.{form.op}", {"np": np})
+
+
+# -- all of them, from the current p4gen.ops ---------------------------------------------------------
+
+
+class Kernels:
+    """Every operation of ``p4gen.ops`` as the model executes it.
+
+    ``fast[role][op]``: the per-packet kernels (scalar roles as in
+    :func:`scalar_kernel`, values as in :func:`values_kernel`);
+    ``values[op]``: each values op's :class:`ValueForm`; ``vcode``: values op
+    -> its code in the batch path (the order of ``ops.OPS["values"]``), with
+    the per-code tables ``v_touch``, ``v_carry``, ``v_reset`` and ``v_adds``.
+    """
+
+    def __init__(self):
+        self.fast: dict[str, dict[str, Callable]] = {
+            role: {op: scalar_kernel(role, op) for op in ops.OPS[role]} for role in SCALAR_ROLES}
+        self.values = {op: value_form(op) for op in ops.OPS["values"]}
+        self.fast["values"] = {op: values_kernel(f) for op, f in self.values.items()}
+        self.vcode = {op: i for i, op in enumerate(self.values)}
+        forms = list(self.values.values())
+        self.v_touch = np.array([f.touches for f in forms])
+        self.v_carry = np.array([f.carries for f in forms])
+        self.v_reset = np.array([f.resets for f in forms])
+        self.v_adds = np.array([f.adds for f in forms])
+        self.v_nop = next((i for i, f in enumerate(forms) if not f.touches), None)
+
+    def inline(self, role: str, op: str, inputs: dict[str, str], loads: dict[str, str],
+               outputs: tuple[str | None, ...], temp: str) -> list[str]:
+        """Statements of ``op`` for a generated loop.
+
+        ``inputs``: parameter -> the local that holds it; ``loads``: parameter
+        -> the expression a local is loaded from when the body reads it (a
+        register entry); ``outputs``: per result, the target it is assigned to
+        (None: dropped).  A result that is the register's own unchanged value
+        is not stored back.
+        """
+        spec = SCALAR_ROLES[role]
+        outs = _symbolic(role, op, inputs)
+        todo = []
+        for e, target, reg in zip(outs, outputs, spec.stores):
+            if target is None:
+                continue
+            if reg is not None and e.kind == "leaf" and e.args[0] == inputs[reg]:
+                continue                      # the register keeps its value
+            todo.append((target, e))
+        used = leaves([e for _t, e in todo])
+        pre = [f"{inputs[p]} = {loads[p]}" for p in spec.params if p in loads and inputs[p] in used]
+        return pre + _lines(todo, temp)
+
+
+_CACHE: dict[tuple, Kernels] = {}
+
+
+def derive() -> Kernels:
+    """The kernels of ``p4gen.ops`` as it is now (derived once per set of operation functions)."""
+    key = (ops.chunk_op, ops.bitmap_op, ops.counter_op, ops.exponent_op, ops.minnext_op, ops.values_op,
+           tuple((r, tuple(v)) for r, v in ops.OPS.items()))
+    k = _CACHE.get(key)
+    if k is None:
+        k = _CACHE[key] = Kernels()
+    return k
+
+
+FAST_KERNELS = derive().fast

@@ -16,9 +16,13 @@ that table exist:
 * ``fast=True`` (default, :meth:`SwitchModel._decide_fast`): at construction
   :meth:`SwitchModel._compile_fast` expands every step with
   ``decision.expand`` into a dict ``observation codes -> kernel``, and the
-  outcome into ``codes -> (action, stat)``.  Kernels (``FAST_KERNELS``) are
-  integer specialisations of ``p4gen.ops``; ``tests/test_model_fastpath.py``
-  checks each against ``p4gen.ops`` and both executions against each other.
+  outcome into ``codes -> (action, stat)``.  The kernels, and the statements
+  of the batch path's generated loop, are derived from ``p4gen.ops`` by
+  :mod:`.kernels` (the ops functions run over an algebra of Python
+  expressions), so no operation is written a second time;
+  ``tests/test_model_fastpath.py`` checks each kernel against ``p4gen.ops``
+  and both executions against each other, ``tests/test_ops_derivation.py``
+  that a change in ``p4gen.ops`` moves every path.
 
 The class is assembled from one mixin per job: :mod:`.state` (registers,
 tables, groups, counters, config), :mod:`.interpreter` (one frame),
@@ -51,7 +55,7 @@ from .batch_workers import BatchWorkers
 from .decider import Decider
 from .interpreter import PacketInterpreter
 from .jobs import WorkerAddr, job_config
-from .kernels import FAST_KERNELS
+from .kernels import FAST_KERNELS, derive
 from .state import ModelError, SwitchState
 
 __all__ = ["FAST_KERNELS", "ModelError", "SwitchModel", "VEC_MIN_BATCH", "WorkerAddr", "job_config"]
@@ -72,7 +76,8 @@ class SwitchModel(SwitchState, PacketInterpreter, Decider, BatchExecutor, BatchV
         self.params = p = data["params"]
         self.layout = Layout(data)
         table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
-        roles = {st["role"] for st in table.get("steps", [])} - set(FAST_KERNELS)
+        self._kernels = derive()            # the operations of p4gen.ops as they are now, as code
+        roles = {st["role"] for st in table.get("steps", [])} - set(self._kernels.fast)
         if roles:
             raise ModelError(f"the model does not implement register role(s) {', '.join(sorted(roles))} "
                              f"(protocol {data.get('protocol')!r})")
