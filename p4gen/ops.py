@@ -3,11 +3,14 @@
 A decision table (``p4gen.decision``) says *which* operation each register
 performs for a packet; this module says *what* each operation does.  The
 semantics are written once, over an abstract algebra, so the same
-definitions drive the software data plane (Python integers) and the Z3
-encoding (bit-vector terms).  The P4 templates render the same operation
-names as RegisterActions (TNA) or register read/modify/write (v1model);
-``tests/test_ops.py`` checks that every operation a decision table names is
-rendered by both templates, and pins the semantics with exact examples.
+definitions drive the software data plane (Python integers; its kernels and
+batch loop are derived from these functions by ``p4gen.switch.kernels``)
+and the Z3 encoding (bit-vector terms).  The P4 templates render the same
+operation names as RegisterActions (TNA) or register read/modify/write
+(v1model); ``tests/test_ops.py`` checks that every operation a decision
+table names is rendered by both templates and pins the semantics with exact
+examples, and ``tests/test_template_ops.py`` proves each rendered operation
+equal to its definition here.
 
 Observations produced by the operations, as small integer codes shared by
 the P4 program, the model and the verifier:
