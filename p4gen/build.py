@@ -181,8 +181,17 @@ def _write_output(out: Path, files: dict[str, bytes], key: str, force: bool) -> 
 
 # -- compilers -----------------------------------------------------------------
 
+# The open Tofino includes (p4c's tna.p4 / t2na.p4) refuse to be read unless the target is defined:
+# "#error Target does not support tofino native architecture".
+TOFINO_DEFINE = {"tna": "-D__TARGET_TOFINO__=1", "t2na": "-D__TARGET_TOFINO__=2"}
+
+
 def find_compiler(arch: str) -> tuple[str, list[str]] | None:
-    """(name, argv prefix) of the compiler available for ``arch``, or None."""
+    """(name, argv prefix) of the compiler available for ``arch``, or None.
+
+    TNA / T2NA programs go to ``p4test`` with ``-D__TARGET_TOFINO__=1`` (``=2``
+    for T2NA) and, when ``P4GEN_TNA_INCLUDE`` is set, ``-I`` that directory.
+    """
     if arch == "v1model":
         exe = shutil.which("p4c-bm2-ss")
         if exe:
@@ -194,7 +203,7 @@ def find_compiler(arch: str) -> tuple[str, list[str]] | None:
     exe = shutil.which("p4test")
     if exe:
         inc = os.environ.get("P4GEN_TNA_INCLUDE")
-        argv = [exe, "--std", "p4-16"] + (["-I", inc] if inc else [])
+        argv = [exe, "--std", "p4-16", TOFINO_DEFINE[arch]] + (["-I", inc] if inc else [])
         return "p4test", argv
     return None
 

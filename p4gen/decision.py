@@ -13,6 +13,13 @@ lives in the Plan (``plan.json``) and is the single definition read by
 Rules are matched first-to-last; ``"*"`` matches any value.  ``expand``
 turns a step into one exact entry per combination of its keys, which is
 what the P4 tables hold.
+
+plan.json carries the table twice: the rules under ``decision`` and their
+expansion, the ``dt_*`` tables with const entries, under ``tables`` (which
+the P4 program, P4Info and controller read).  :func:`p4_tables` is the one
+derivation of the second from the first; :func:`p4_tables_mismatch` says
+where a plan's ``tables`` are not that derivation, and ``p4gen.plan.Plan``
+refuses such a plan on load, so every reader sees one decision.
 """
 
 from __future__ import annotations
@@ -211,6 +218,96 @@ def validate(table: dict[str, Any]) -> None:
         if rule["action"] not in OUTCOME_CODES or rule["stat"] not in STATS:
             raise ValueError(f"outcome rule {rule} names an unknown action or stat")
     expand(out["keys"], out["rules"])
+
+
+def _entry_text(obs: dict[str, str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in obs.items())
+
+
+def p4_tables(table: dict[str, Any], op_codes: dict[str, dict[str, int]]) -> tuple[list[dict], list[dict]]:
+    """The P4 tables of ``table`` and their actions, without P4Runtime IDs: ``(tables, actions)``.
+
+    One ``dt_<step>`` table per step (action ``set_<step>_op(op)``) and
+    ``dt_outcome`` (action ``set_outcome(outcome, stat)``), each with one
+    const entry per combination of its keys, in :func:`expand` order.
+    ``op_codes`` maps role -> op name -> code (the plan's ``params.op_codes``).
+    """
+    tables: list[dict[str, Any]] = []
+    actions: list[dict[str, Any]] = []
+
+    def keys(names: list[str]) -> list[dict[str, Any]]:
+        return [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in names]
+
+    for st in table["steps"]:
+        act = f"set_{st['name']}_op"
+        actions.append({"name": act, "scope": "ingress", "params": [{"name": "op", "bits": 8}]})
+        codes = op_codes[st["role"]]
+        entries = [{"match": {k: CODES[k][v] for k, v in obs.items()}, "action": act,
+                    "args": {"op": codes[rule["op"]]}, "comment": f"{_entry_text(obs)} -> {rule['op']}"}
+                   for obs, rule in expand(st["keys"], st["rules"])]
+        tables.append({"name": f"dt_{st['name']}", "scope": "ingress", "size": max(1, len(entries)),
+                       "keys": keys(st["keys"]), "actions": [act], "default_action": act,
+                       "default_args": {"op": codes.get("nop", 0)}, "const": True, "entries": entries})
+    out = table["outcome"]
+    actions.append({"name": "set_outcome", "scope": "ingress",
+                    "params": [{"name": "outcome", "bits": 8}, {"name": "stat", "bits": 8}]})
+    entries = [{"match": {k: CODES[k][v] for k, v in obs.items()}, "action": "set_outcome",
+                "args": {"outcome": OUTCOME_CODES[rule["action"]], "stat": STATS.index(rule["stat"])},
+                "comment": f"{_entry_text(obs)} -> {rule['action']} ({rule['stat']})"}
+               for obs, rule in expand(out["keys"], out["rules"])]
+    tables.append({"name": "dt_outcome", "scope": "ingress", "size": len(entries), "keys": keys(out["keys"]),
+                   "actions": ["set_outcome"], "default_action": "set_outcome",
+                   "default_args": {"outcome": OUTCOME_CODES["drop"], "stat": STATS.index("drop_duplicate")},
+                   "const": True, "entries": entries})
+    return tables, actions
+
+
+def _without_id(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k != "id"}
+
+
+def p4_tables_mismatch(data: dict[str, Any]) -> str | None:
+    """Where plan ``data``'s ``dt_*`` tables (and their actions) differ from the expansion of its ``decision``.
+
+    None when they agree; otherwise one line naming the first difference.
+    Raises ValueError (or LookupError / KeyError / TypeError) when the
+    decision table itself is not valid.
+    """
+    table = data["decision"]
+    validate(table)
+    want_tables, want_actions = p4_tables(table, data["params"]["op_codes"])
+    have = {t["name"]: t for t in data["tables"] if str(t.get("name", "")).startswith("dt_")}
+    want = {t["name"]: t for t in want_tables}
+    if set(have) != set(want):
+        return (f"'tables' holds {', '.join(sorted(have)) or 'no dt_* table'} but 'decision' has the steps of "
+                f"{', '.join(sorted(want))}")
+    for name, w in want.items():
+        h = _without_id(have[name])
+        if h == w:
+            continue
+        he, we = h.get("entries"), w["entries"]
+        if isinstance(he, list) and len(he) == len(we):
+            for i, (a, b) in enumerate(zip(he, we)):
+                if a == b:
+                    continue
+                where, what = b["comment"].split(" -> ")
+                where = f"{name} entry {i} ({where or 'the only entry'})"
+                if not isinstance(a, dict) or a.get("match") != b["match"]:
+                    return f"'tables' {where} matches {a.get('match') if isinstance(a, dict) else a!r}, " \
+                           f"the decision gives {b['match']}"
+                if a.get("args") != b["args"]:
+                    return f"'tables' {where} gives {a.get('args')}, the decision gives {b['args']} ({what})"
+                diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+                return f"'tables' {where} differs from the decision in {', '.join(diff)}"
+        elif isinstance(he, list):
+            return f"'tables' {name} has {len(he)} entries, the decision gives {len(we)}"
+        diff = sorted(k for k in set(h) | set(w) if h.get(k) != w.get(k))
+        return f"'tables' {name} differs from the decision in {', '.join(diff)}"
+    acts = {a.get("name"): a for a in data["actions"]}
+    for w in want_actions:
+        if w["name"] not in acts or _without_id(acts[w["name"]]) != w:
+            return f"'actions' {w['name']} is not the action the decision's tables use ({w['params']})"
+    return None
 
 
 def step(table: dict[str, Any], role: str) -> dict[str, Any] | None:

@@ -5,10 +5,20 @@ holds the normalised spec, the target profile, the header layout, the
 register arrays and their stages, the P4 tables and their P4Runtime IDs,
 the decision table and the resource table.  Emitters, the software data
 plane, the verifier and the controller all take a :class:`Plan`.
+
+The decision logic is stored twice, for readers of plan.json: the rules
+(``decision``) and their expansion into the ``dt_*`` const-entry tables
+(``tables``).  A :class:`Plan` is only ever made of a plan whose ``tables``
+are exactly the expansion of its ``decision`` (``p4gen.decision.p4_tables``),
+so the P4 program, the P4Info, the model, the verifier and the controller
+all read one decision; an edited table is refused with one line.  To change
+the decision of a plan, use :meth:`Plan.with_decision`, which re-derives
+the tables.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +36,41 @@ _REQUIRED = ("schema", "generator", "spec", "target", "protocol", "variant", "pa
 @dataclass(frozen=True)
 class Plan:
     data: dict[str, Any]
+    source: str = "plan"
+
+    def __post_init__(self) -> None:
+        if "decision" in self.data or "tables" in self.data:
+            check_decision(self.data, self.source)
+
+    def with_decision(self, table: dict[str, Any]) -> "Plan":
+        """This plan with ``table`` as its decision and the ``dt_*`` tables re-derived from it.
+
+        The table's steps must be those of this plan (the same step names:
+        other steps need other registers, i.e. a new ``p4gen build``).  The
+        P4Runtime IDs of the tables and actions are kept.
+        """
+        from . import decision as dmod
+
+        data = copy.deepcopy(self.data)
+        table = copy.deepcopy(dict(table))
+        table.setdefault("protocol", data.get("protocol", "switchml"))
+        try:
+            dmod.validate(table)
+            new_tables, new_actions = dmod.p4_tables(table, data["params"]["op_codes"])
+        except (KeyError, LookupError, TypeError, ValueError) as exc:
+            raise PlanError(f"the decision table is not valid: {exc}") from None
+        old_t = {t["name"]: t for t in data["tables"]}
+        old_a = {a["name"]: a for a in data["actions"]}
+        if {t["name"] for t in new_tables} != {n for n in old_t if n.startswith("dt_")}:
+            raise PlanError(f"the decision table's steps ({', '.join(s['name'] for s in table['steps'])}) are not "
+                            f"those of this plan ({', '.join(s['name'] for s in self.decision['steps'])}); "
+                            f"other steps need a new layout: run p4gen build")
+        for new, old in [(t, old_t[t["name"]]) for t in new_tables] + [(a, old_a[a["name"]]) for a in new_actions]:
+            pid = old.get("id")
+            old.clear()
+            old.update(new, id=pid)
+        data["decision"] = table
+        return Plan(data, self.source)
 
     # -- convenient views -------------------------------------------------
     @property
@@ -92,7 +137,7 @@ class Plan:
         for key in _REQUIRED:
             if key not in data:
                 raise PlanError(f"{source} lacks the key {key!r}")
-        return cls(data)
+        return cls(data, source)
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
@@ -106,3 +151,16 @@ class Plan:
         except OSError as exc:
             raise PlanError(f"{str(p)!r} cannot be read: {exc.__class__.__name__}") from None
         return cls.from_json(text, str(p))
+
+
+def check_decision(data: dict[str, Any], source: str = "plan") -> None:
+    """Refuse (PlanError, one line) a plan whose ``dt_*`` tables are not the expansion of its ``decision``."""
+    from . import decision as dmod
+
+    try:
+        why = dmod.p4_tables_mismatch(data)
+    except (KeyError, LookupError, TypeError, ValueError, AttributeError) as exc:
+        raise PlanError(f"{source} has no valid decision table: {str(exc).strip() or exc.__class__.__name__}") from None
+    if why is not None:
+        raise PlanError(f"{source}: {why}; the dt_* tables are derived from 'decision': edit only 'decision' "
+                        f"and re-derive them (Plan.with_decision), or rebuild with p4gen build")

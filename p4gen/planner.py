@@ -353,30 +353,9 @@ def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list
     tables.append({"name": "l2_forward", "scope": "ingress", "size": 1024,
                    "keys": [{"name": "dst_addr", "field": "ethernet.dst_addr", "bits": 48, "match": "exact"}],
                    "actions": [l2_unicast, l2_flood], "default_action": l2_flood, "const": False})
-    for st in table["steps"]:
-        op_action = action(f"set_{st['name']}_op", [("op", 8)])
-        entries = []
-        for obs, rule in decision.expand(st["keys"], st["rules"]):
-            entries.append({"match": {k: decision.CODES[k][v] for k, v in obs.items()},
-                            "action": op_action, "args": {"op": plan_params["op_codes"][st["role"]][rule["op"]]},
-                            "comment": " ".join(f"{k}={v}" for k, v in obs.items()) + f" -> {rule['op']}"})
-        tables.append({"name": f"dt_{st['name']}", "scope": "ingress", "size": max(1, len(entries)),
-                       "keys": [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in st["keys"]],
-                       "actions": [op_action], "default_action": op_action,
-                       "default_args": {"op": plan_params["op_codes"][st["role"]].get("nop", 0)},
-                       "const": True, "entries": entries})
-    set_outcome = action("set_outcome", [("outcome", 8), ("stat", 8)])
-    out = table["outcome"]
-    entries = []
-    for obs, rule in decision.expand(out["keys"], out["rules"]):
-        entries.append({"match": {k: decision.CODES[k][v] for k, v in obs.items()}, "action": set_outcome,
-                        "args": {"outcome": decision.OUTCOME_CODES[rule["action"]], "stat": decision.STATS.index(rule["stat"])},
-                        "comment": " ".join(f"{k}={v}" for k, v in obs.items()) + f" -> {rule['action']} ({rule['stat']})"})
-    tables.append({"name": "dt_outcome", "scope": "ingress", "size": len(entries),
-                   "keys": [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in out["keys"]],
-                   "actions": [set_outcome], "default_action": set_outcome,
-                   "default_args": {"outcome": decision.OUTCOME_CODES["drop"], "stat": decision.STATS.index("drop_duplicate")},
-                   "const": True, "entries": entries})
+    dt_tables, dt_actions = decision.p4_tables(table, plan_params["op_codes"])
+    actions.extend(dt_actions)
+    tables.extend(dt_tables)
     set_dst = action("set_result_dst", [("dst_mac", 48), ("dst_ip", 32), ("dst_port", 16)], scope="egress")
     not_a_result = action("not_a_result", scope="egress")
     tables.append({"name": "result_dst", "scope": "egress", "size": jobs_x_workers,

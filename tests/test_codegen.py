@@ -256,8 +256,28 @@ def _tna_include() -> str | None:
 @pytest.mark.parametrize("target,stem", [(t, s) for t, s, _ in regen.CASES if t != "bmv2"])
 def test_tna_goldens_pass_the_frontend(target, stem):
     src = HERE / "golden" / target / f"{stem}.p4"
-    res = subprocess.run(["p4test", "--std", "p4-16", "-I", _tna_include(), str(src)], capture_output=True, text=True)
+    arch = load_target(target).arch
+    name, argv = buildmod.find_compiler(arch)          # the command line `p4gen build --compile` runs
+    assert name == "p4test" and buildmod.TOFINO_DEFINE[arch] in argv
+    res = subprocess.run(argv + [str(src)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+    assert "warning" not in (res.stdout + res.stderr).lower(), res.stderr
+
+
+@pytest.mark.parametrize("target,define", [("tofino", "-D__TARGET_TOFINO__=1"), ("tofino2", "-D__TARGET_TOFINO__=2")])
+def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeypatch):
+    """`p4gen build --compile` passes the define the open tna.p4 / t2na.p4 need (checked with a stand-in p4test)."""
+    fake = tmp_path / "bin" / "p4test"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo p4test 0.0; exit 0; fi\n"
+                    f"echo \"$@\" > {tmp_path / 'argv'}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    monkeypatch.setenv("P4GEN_TNA_INCLUDE", "/opt/tna-include")
+    assert main(["build", "--target", target, "--slots", "64", "--compile", "--out", str(tmp_path / "o")]) == 0
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:4] == ["--std", "p4-16", define, "-I"] and argv[4] == "/opt/tna-include"
+    assert argv[5].endswith("program.p4")
 
 
 def test_several_targets_build_in_parallel(tmp_path, capsys):

@@ -102,7 +102,9 @@ CATALOGUE: list[Mutant] = [
 ]
 
 
-def mutant_config(m: Mutant, n: int, slots: int = 512, value_width: int = 32) -> ModelConfig:
-    base = ModelConfig(n=n, table=decision.decision_table(m.variant), fifo=(m.variant == "reference"),
-                       slots=slots, value_width=value_width)
+def mutant_config(m: Mutant, n: int, slots: int = 512, value_width: int = 32,
+                  table: dict[str, Any] | None = None) -> ModelConfig:
+    """``m`` applied to ``table`` (a plan's decision of variant ``m.variant``; default: the built-in one)."""
+    base = ModelConfig(n=n, table=table if table is not None else decision.decision_table(m.variant),
+                       fifo=(m.variant == "reference"), slots=slots, value_width=value_width)
     return m.apply(base)

@@ -162,10 +162,10 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         out(f"  note: protocol proofs cover n <= {MAX_PROTOCOL_N} (one bitmap word); n={pns[-1] + 1}..{ns[-1]} not covered")
 
     if mutants:
-        out("mutants (each must be refuted by a concrete trace):")
-        for m in CATALOGUE:
+        out(f"mutants of the plan's {variant} table (each must be refuted by a concrete trace):")
+        for m in (m for m in CATALOGUE if m.variant == variant):
             t0 = time.perf_counter()
-            cfg = mutant_config(m, 2, slots, w)
+            cfg = mutant_config(m, 2, slots, w, table)
             cex = protocol.bmc(cfg, BMC_DEPTH)
             dt = time.perf_counter() - t0
             rep.mutants.append({"mutant": m.name, "variant": m.variant, "description": m.description,

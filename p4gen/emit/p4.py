@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-from .. import decision
+from .. import decision, ops
 from ..plan import Plan
 
 
@@ -76,8 +76,11 @@ def context(plan: Plan) -> dict[str, Any]:
     for i, name in enumerate(decision.STATS):
         consts.append((_const_name("stat", name), 8, str(i)))
     op_const = {}
-    for role, codes in p["op_codes"].items():
-        for op, code in codes.items():
+    # in the order of p4gen.ops, codes ascending: a plan read back from plan.json (keys sorted) renders the same
+    roles = sorted(p["op_codes"], key=lambda r: (list(ops.OPS).index(r) if r in ops.OPS else len(ops.OPS), r))
+    for role in roles:
+        codes = p["op_codes"][role]
+        for op, code in sorted(codes.items(), key=lambda kv: (kv[1], kv[0])):
             cname = _const_name("op", role, op)
             op_const[(role, op)] = cname
             consts.append((cname, 8, str(code)))
@@ -118,7 +121,9 @@ def context(plan: Plan) -> dict[str, Any]:
         "bitmaps": [r for r in regs if r["role"] == "bitmap"],
         "reg": {r["name"]: r for r in regs if r["role"] != "values" and r["role"] != "bitmap"},
         "step_roles": step_roles, "steps": plan.decision["steps"],
-        "used_ops": {s["role"]: sorted({r["op"] for r in s["rules"]}, key=list(p["op_codes"][s["role"]]).index)
+        # the ops some const entry selects (Plan guarantees tables == the expansion of decision)
+        "used_ops": {s["role"]: sorted({rule["op"] for _, rule in decision.expand(s["keys"], s["rules"])},
+                                       key=p["op_codes"][s["role"]].get)
                      for s in plan.decision["steps"]},
         "tables": tables, "actions": actions, "stats": d["counters"][0],
         "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
