@@ -131,12 +131,19 @@ class Decider:
 
     def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
                           exp: int, data: int = 1, nxt: int = 0):
-        """The same decision, straight from decision.lookup and p4gen.ops (no precomputation)."""
+        """The same decision, straight from decision.lookup and p4gen.ops (no precomputation).
+
+        With ``self.entry_trace`` a list, every step appends the const entry it
+        takes: ``("dt_<step>", ((key, value), ...))``, then ``dt_outcome``'s.
+        """
         obs: dict[str, str] = {"data": str(data)} if self._omni else {}
         exp_out = exp
         nxt_out = nxt
         vals_out = None
+        trace = self.entry_trace
         for step in self.decision["steps"]:
+            if trace is not None:
+                trace.append((f"dt_{step['name']}", tuple((k, obs[k]) for k in step["keys"])))
             op = dmod.lookup(step["rules"], obs)["op"]
             role = step["role"]
             y = None
@@ -171,7 +178,10 @@ class Decider:
                     vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
             if step["yields"]:
                 obs[step["yields"]] = y
-        rule = dmod.lookup(self.decision["outcome"]["rules"], obs)
+        out = self.decision["outcome"]
+        if trace is not None:
+            trace.append(("dt_outcome", tuple((k, obs[k]) for k in out["keys"])))
+        rule = dmod.lookup(out["rules"], obs)
         return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out, nxt_out
 
     def _zero_payload(self, frame) -> np.ndarray:

@@ -87,6 +87,8 @@ class SwitchModel(SwitchState, PacketInterpreter, Decider, BatchExecutor, BatchV
             raise ModelError(f"decision table is invalid: {exc}") from None
         self.decision = table
         self.fast = fast
+        # fast=False: a list here records the dt_* entry every step takes (see Decider._decide_reference)
+        self.entry_trace: list[tuple[str, tuple]] | None = None
         self.stat_names = list(data["counters"][0]["indices"]) if data.get("counters") else list(p["stats"])
         self._stat = {n: i for i, n in enumerate(self.stat_names)}
         # agg_rx (every accepted aggregation packet) is counted only by plans whose counter has it
