@@ -239,18 +239,14 @@ def drain(socks: dict[int, socket.socket]) -> None:
 def read_registers(sw: Bmv2, plan: Plan) -> dict[str, list[int]]:
     """Every register of the plan, entry by entry, as BMv2 holds it (lane i at bits i*lane_bits and up)."""
     regs = plan.data["registers"]
-    cmds = [f"register_read P4genIngress.{r['name']} {i}" for r in regs for i in range(r["entries"])]
-    out = sw.cli(cmds)
-    found: dict[str, dict[int, int]] = {}
-    for name, idx, val in re.findall(r"P4genIngress\.(\w+)\[(\d+)\]\s*=\s*(\d+)", out):
-        found.setdefault(name, {})[int(idx)] = int(val)
-    res = {}
+    out = sw.cli([f"register_read P4genIngress.{r['name']}" for r in regs])
+    found = {name: [int(v) for v in vals.split(",") if v.strip()]
+             for name, vals in re.findall(r"P4genIngress\.(\w+)=\s*([0-9, ]*)", out)}
     for r in regs:
-        got = found.get(r["name"], {})
-        if len(got) != r["entries"]:
-            raise RuntimeError(f"register_read of {r['name']} gave {len(got)} of {r['entries']} entries: {out[-1500:]}")
-        res[r["name"]] = [got[i] for i in range(r["entries"])]
-    return res
+        if len(found.get(r["name"], [])) != r["entries"]:
+            raise RuntimeError(f"register_read of {r['name']} gave {len(found.get(r['name'], []))} of "
+                               f"{r['entries']} entries: {out[-1500:]}")
+    return {r["name"]: found[r["name"]] for r in regs}
 
 
 def model_registers(model, plan: Plan) -> dict[str, list[int]]:
@@ -266,7 +262,8 @@ def model_registers(model, plan: Plan) -> dict[str, list[int]]:
 
 
 _APPLY = re.compile(r"Applying table '(?:\w+\.)?(dt_\w+)'")
-_KEY = re.compile(r"^\* (?:meta\.)?(\w+)\s*: (?:EXACT\s+)?([0-9a-fA-F]+)\s*$", re.M)
+_LOOKUP = re.compile(r"Looking up key:\n((?:\* [^\n]*\n)*)")
+_KEY = re.compile(r"^\* (?:meta\.)?(\w+)\s*: ([0-9a-fA-F]+)\s*$", re.M)
 _ACTION = re.compile(r"Action entry is (?:\w+\.)?(\w+) - ([0-9a-fA-F,]*)")
 
 
@@ -300,7 +297,8 @@ class SwitchLog:
             act = _ACTION.search(chunk)
             if act is None:
                 raise RuntimeError(f"no action logged for table {m.group(1)}: {chunk[:500]!r}")
-            keys = tuple((k, int(v, 16)) for k, v in _KEY.findall(chunk[:act.start()]))
+            look = _LOOKUP.search(chunk, 0, act.start())
+            keys = tuple((k, int(v, 16)) for k, v in _KEY.findall(look.group(1))) if look else ()
             args = tuple(int(a, 16) for a in act.group(2).split(",") if a.strip())
             out.append((m.group(1), keys, act.group(1), args))
         return out
