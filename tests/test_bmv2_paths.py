@@ -85,7 +85,7 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
             port, f = frames.frame(pkt, i)
             steps.append((f"path {i} slot {i}: {pkt}", port, f))
     assert len(found.paths) <= ADVERSARIAL_SLOTS[0]
-    adv, kinds = G.adversarial(plan, ADVERSARIAL_SLOTS, n=N, steps=150, seed=5)
+    adv, kinds = G.adversarial(plan, ADVERSARIAL_SLOTS, n=N, steps=300, seed=5)
     steps += [(f"adversarial: {label}", port, f) for label, port, f in adv]
 
     cfg = G.job(plan, N)
