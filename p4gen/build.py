@@ -7,6 +7,13 @@ with a manifest of SHA-256 digests; an entry whose files do not match its
 manifest is treated as a miss and rebuilt.  Cache entries and output
 directories are written to a temporary sibling first and renamed into
 place, so a crash never leaves a half-written directory behind.
+
+Like ccache's direct mode, a build's raw inputs (the command-line values
+and the bytes of the spec and target files, with the generator's and the
+templates' digests) also map to the key of the build they made
+(:func:`direct_key`, :func:`build_direct`): a warm build then finds its
+entry without normalising the spec or loading the target, so it imports
+neither (nor dataclasses, TOML or typing, which this module avoids for it).
 """
 
 from __future__ import annotations
@@ -15,18 +22,18 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import tempfile
-from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
 from . import __version__
-from .emit.p4 import template_sources
+from .emit.templates import template_sources
 from .errors import CompileError, OutputError
-from .plan import Plan
-from .spec import Spec
-from .target import TargetProfile
+
+TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
+if TYPE_CHECKING:
+    from .plan import Plan
+    from .spec import Spec
+    from .target import TargetProfile
 
 MARKER = ".p4gen-build.json"
 PROGRAM = "program.p4"
@@ -43,7 +50,7 @@ def cache_root() -> Path:
 
 def _generator_digest() -> str:
     h = hashlib.sha256()
-    root = resources.files("p4gen")
+    root = Path(__file__).resolve().parent
     for sub in ("", "emit", "targets"):
         folder = root.joinpath(sub) if sub else root
         for p in sorted(folder.iterdir(), key=lambda p: p.name):
@@ -69,13 +76,31 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-@dataclass
 class BuildResult:
-    out_dir: Path
-    key: str
-    cache_hit: bool
-    plan: Plan
-    files: dict[str, str] = field(default_factory=dict)
+    """One build: where it was written, its key, whether the cache had it, its plan and file digests.
+
+    ``plan_data`` is plan.json as parsed JSON; ``plan`` the :class:`~p4gen.plan.Plan` (made on first
+    use when the build came from :func:`build_direct`)."""
+
+    def __init__(self, out_dir: Path, key: str, cache_hit: bool, plan: "Plan | None" = None,
+                 files: dict[str, str] | None = None, plan_json: bytes | None = None):
+        self.out_dir, self.key, self.cache_hit, self.files = out_dir, key, cache_hit, dict(files or {})
+        self._plan, self._plan_json = plan, plan_json
+
+    @property
+    def plan(self) -> "Plan":
+        if self._plan is None:
+            from .plan import Plan
+
+            self._plan = Plan.from_json(self._plan_json.decode(), "cached plan.json")
+        return self._plan
+
+    @property
+    def plan_data(self) -> dict:
+        return self._plan.data if self._plan is not None else json.loads(self._plan_json)
+
+    def __repr__(self) -> str:
+        return f"BuildResult(out_dir={self.out_dir!r}, key={self.key!r}, cache_hit={self.cache_hit!r})"
 
 
 def render_all(plan: Plan) -> dict[str, bytes]:
@@ -209,6 +234,8 @@ def find_compiler(arch: str) -> tuple[str, list[str]] | None:
 
 
 def compiler_version(argv: list[str]) -> str:
+    import subprocess
+
     try:
         res = subprocess.run([argv[0], "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -222,6 +249,8 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
         need = "p4c-bm2-ss or p4test" if arch == "v1model" else "p4test (with P4GEN_TNA_INCLUDE pointing at tna.p4)"
         raise CompileError(f"--compile needs {need} on PATH; none was found")
     name, argv = found
+    import subprocess
+
     with tempfile.TemporaryDirectory(prefix="p4gen-compile-") as tmp:
         src = Path(tmp) / PROGRAM
         src.write_bytes(program)
@@ -270,9 +299,59 @@ def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache:
         if use_cache:
             _cache_put(key, files)
     else:
+        from .plan import Plan
+
         plan = Plan.from_json(files["plan.json"].decode(), "cached plan.json")
     _write_output(out, files, key, force)
     return BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})
+
+
+# -- direct mode: raw inputs -> build key ------------------------------------------
+
+def direct_key(inputs: dict) -> str:
+    """The key of a build's raw inputs (JSON-able: command-line values, digests of the files they
+    name), with the generator's and the templates' digests, so a change of either is a miss."""
+    doc = {"generator": __version__, "generator_source": _generator_digest(), "templates": template_sources(),
+           "inputs": inputs}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _direct_path(dkey: str) -> Path:
+    return cache_root() / "direct" / dkey[:2] / dkey
+
+
+def build_direct(dkey: str, out_dir: str | Path, *, force: bool = False) -> BuildResult | None:
+    """The build that raw inputs of key ``dkey`` made before, written to ``out_dir`` from the cache;
+    None when they made none (or its entry is gone or corrupt): then build as usual and
+    :func:`remember_direct`.  A remembered key implies the inputs were valid, so the output check is
+    the only refusal left."""
+    try:
+        key = _direct_path(dkey).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    files = _cache_get(key) if len(key) == 64 else None
+    if files is None or "plan.json" not in files:
+        return None
+    out = Path(out_dir)
+    _write_output(out, files, key, force)
+    return BuildResult(out_dir=out, key=key, cache_hit=True, files={n: _sha(d) for n, d in files.items()},
+                       plan_json=files["plan.json"])
+
+
+def remember_direct(dkey: str, key: str) -> None:
+    """Map raw inputs ``dkey`` to build ``key`` (an unwritable cache only costs speed)."""
+    path = _direct_path(dkey)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dkey[:12]}-", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(key)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _build_one(job: tuple) -> BuildResult:

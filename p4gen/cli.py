@@ -58,24 +58,52 @@ def _profiles_from_args(args: argparse.Namespace):
     return [load_target(n) for n in names]
 
 
-def _cmd_build(args: argparse.Namespace) -> int:
-    from .build import build, build_many
+def _direct_inputs(args: argparse.Namespace) -> dict | None:
+    """The raw inputs of a single-target build into --out, for the build cache's direct mode (None:
+    not this kind of build, or a file it names cannot be read; the usual path then says why)."""
+    import hashlib
 
-    spec = _spec_from_args(args)
-    profiles = _profiles_from_args(args)
+    if not args.out or args.no_cache or args.compile or args.verify or "," in (args.target or ""):
+        return None
+    inputs: dict = {k: getattr(args, k) for k in ("protocol", "variant", "workers", "slots", "elements",
+                                                   "value_width", "jobs", "target")}
+    try:
+        for k in ("spec", "target_file"):
+            inputs[k] = hashlib.sha256(Path(getattr(args, k)).read_bytes()).hexdigest() if getattr(args, k) else None
+    except OSError:
+        return None
+    return inputs
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from . import build as buildmod
+
     t0 = time.perf_counter()
-    if len(profiles) == 1:
-        profile = profiles[0]
-        out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
-        results = [build(spec, profile, out, use_cache=not args.no_cache, force=args.force, compile_p4=args.compile)]
+    inputs = _direct_inputs(args)
+    dkey = buildmod.direct_key(inputs) if inputs is not None else None
+    hit = buildmod.build_direct(dkey, args.out, force=args.force) if dkey else None
+    if hit is not None:
+        results = [hit]
     else:
-        root = Path(args.out) if args.out else Path("p4gen-out") / spec.protocol
-        results = build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
-                             compile_p4=args.compile)
+        spec = _spec_from_args(args)
+        profiles = _profiles_from_args(args)
+        t0 = time.perf_counter()
+        if len(profiles) == 1:
+            profile = profiles[0]
+            out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+            results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
+                                      compile_p4=args.compile)]
+            if dkey:
+                buildmod.remember_direct(dkey, results[0].key)
+        else:
+            root = Path(args.out) if args.out else Path("p4gen-out") / spec.protocol
+            results = buildmod.build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
+                                          compile_p4=args.compile)
     dt = time.perf_counter() - t0
     for res in results:
-        p = res.plan.params
-        print(f"built {res.plan.data['protocol']} ({res.plan.variant}) for {res.plan.target['name']}: "
+        d = res.plan_data
+        p = d["params"]
+        print(f"built {d['protocol']} ({d['variant']}) for {d['target']['name']}: "
               f"slots={p['slots']} elements_per_packet={p['elements_per_packet']} passes={p['passes']} "
               f"max_workers={p['max_workers']} -> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'})")
         for name in sorted(res.files):
@@ -91,7 +119,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with ``command`` one of the compiler's own (build, targets),
+    the other packages' subcommands are not registered, so that their modules (gRPC, Z3, Mininet)
+    are not imported: a warm-cache ``p4gen build`` loads only the compiler."""
     parser = _Parser(prog="p4gen", description="Generate, verify and exercise P4 in-network aggregation pipelines.")
     parser.add_argument("--version", action="version", version=f"p4gen {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -120,17 +151,21 @@ def make_parser() -> argparse.ArgumentParser:
     t.add_argument("--target-file", help="show this profile instead of the built-in ones")
     t.set_defaults(func=_cmd_targets)
 
-    for module in _SUBCOMMAND_MODULES:
-        __import__(module, fromlist=["register"]).register(sub)
+    if command not in _CORE_COMMANDS:
+        for module in _SUBCOMMAND_MODULES:
+            __import__(module, fromlist=["register"]).register(sub)
     return parser
 
 
 # Subcommands that live with their own package: each module has register(subparsers).
 _SUBCOMMAND_MODULES: list[str] = ["p4gen.verify.cli", "p4gen.controller.cli", "p4gen.testbed.cli"]
+_CORE_COMMANDS = ("build", "targets")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = make_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the first word that is not an option names the subcommand (the top level has no valued options)
+    parser = make_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

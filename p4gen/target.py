@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +86,13 @@ class TargetProfile:
         return -(-words // self.sram_block_words) + (self.register_spare_blocks or 0)
 
 
+# the built-in profiles ship inside the package (a plain directory: importlib.resources costs a warm build
+# more than the look-up it saves)
+_TARGETS = Path(__file__).resolve().parent / "targets"
+
+
 def builtin_names() -> list[str]:
-    files = resources.files("p4gen").joinpath("targets")
+    files = _TARGETS
     return sorted(p.name[: -len(".toml")] for p in files.iterdir() if p.name.endswith(".toml"))
 
 
@@ -153,5 +157,5 @@ def load_target(name: str) -> TargetProfile:
     names = builtin_names()
     if name not in names:
         raise TargetError(f"unknown target {name!r}; known targets: {', '.join(names)} (or pass --target-file PATH)")
-    text = resources.files("p4gen").joinpath("targets", f"{name}.toml").read_text(encoding="utf-8")
+    text = (_TARGETS / f"{name}.toml").read_text(encoding="utf-8")
     return _from_mapping(tomllib.loads(text), "builtin")

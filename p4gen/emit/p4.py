@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -17,13 +16,16 @@ if TYPE_CHECKING:
 
 from .. import decision, ops
 from ..plan import Plan
+from .templates import template_sources, templates_dir
+
+__all__ = ["context", "environment", "render_p4", "template_sources"]
 
 
 @functools.lru_cache(maxsize=1)
 def environment() -> "jinja2.Environment":
     import jinja2
 
-    root = resources.files("p4gen.templates")
+    root = templates_dir()
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(root)),
         undefined=jinja2.StrictUndefined,
@@ -32,13 +34,6 @@ def environment() -> "jinja2.Environment":
         keep_trailing_newline=True,
         autoescape=False,
     )
-
-
-def template_sources() -> dict[str, str]:
-    """Name -> text of every template (part of the build-cache key)."""
-    root = resources.files("p4gen.templates")
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted(root.iterdir(), key=lambda p: p.name)
-            if p.name.endswith(".j2")}
 
 
 def _const_name(*parts: str) -> str:
