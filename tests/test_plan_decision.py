@@ -213,3 +213,29 @@ def test_plan_read_back_from_json_renders_the_same_program(target, stem, fields)
     plan = make_plan(make_spec(**fields), load_target(target))
     back = Plan.from_json(plan.to_json())          # keys sorted, as plan.json stores them
     assert render_p4(back) == render_p4(plan) and render_p4info(back) == render_p4info(plan)
+
+
+def _dt(data: dict, name: str) -> dict:
+    return next(t for t in data["tables"] if t["name"] == name)
+
+
+OTHER_EDITS = [
+    (lambda d: _dt(d, "dt_counter").update(size=64), "'tables' dt_counter differs from the decision in size"),
+    (lambda d: _dt(d, "dt_bitmap")["entries"].pop(), "'tables' dt_bitmap has 2 entries, the decision gives 3"),
+    (lambda d: _dt(d, "dt_outcome")["entries"][0]["match"].update(cmp=1),
+     "'tables' dt_outcome entry 0 (cmp=lt seen=0 count=none) matches {'cmp': 1, 'seen': 0, 'count': 0}, "
+     "the decision gives {'cmp': 0, 'seen': 0, 'count': 0}"),
+    (lambda d: _dt(d, "dt_chunk")["entries"][0].update(comment="x"),
+     "'tables' dt_chunk entry 0 (the only entry) differs from the decision in comment"),
+    (lambda d: next(a for a in d["actions"] if a["name"] == "set_counter_op")["params"][0].update(bits=16),
+     "'actions' set_counter_op is not the action the decision's tables use ([{'name': 'op', 'bits': 8}])"),
+]
+
+
+@pytest.mark.parametrize("edit,why", OTHER_EDITS, ids=[w[:40] for _, w in OTHER_EDITS])
+def test_every_kind_of_table_edit_is_named(edit, why):
+    data = copy.deepcopy(_plan().data)
+    edit(data)
+    with pytest.raises(PlanError) as exc:
+        Plan(data, "plan.json")
+    assert str(exc.value) == f"plan.json: {why}{TAIL}"
