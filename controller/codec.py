@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-_MAC = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
+_MAC = re.compile(r"[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}")    # fullmatch: "$" would let a final newline in
 
 
 def encode(value: int, bits: int) -> bytes:
@@ -29,13 +29,13 @@ def decode(data: bytes, bits: int) -> int:
 
 def parse_mac(text: str) -> int:
     """'02:00:00:00:00:01' -> int; ValueError unless six colon-separated hex octets."""
-    if not isinstance(text, str) or not _MAC.match(text):
+    if not isinstance(text, str) or not _MAC.fullmatch(text):
         raise ValueError(text)
     return int(text.replace(":", ""), 16)
 
 
 def parse_ipv4(text: str) -> int:
-    if not isinstance(text, str):
+    if not isinstance(text, str) or not text.isascii() or text != text.strip():
         raise ValueError(text)
     try:
         return int(ipaddress.IPv4Address(text))

@@ -22,11 +22,11 @@ in :mod:`.jobs`.  Each failure is one line that starts with the file name.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..files import parse_toml, read_text
 from ..plan import Plan
 from . import codec
 from .errors import JobFileError
@@ -73,17 +73,8 @@ def _param_bits(plan: Plan, action: str, param: str) -> int:
 
 def load_job(path: str | Path, plan: Plan) -> Job:
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise JobFileError(f"job file {str(p)!r} does not exist") from None
-    except OSError as exc:
-        raise JobFileError(f"job file {str(p)!r} cannot be read: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise JobFileError(f"{p.name} is not valid TOML: {exc}") from None
-    return parse_job(doc, plan, source=p.name)
+    text = read_text(path, "job file", JobFileError, limit=1 << 20)
+    return parse_job(parse_toml(text, p.name, JobFileError), plan, source=p.name)
 
 
 def parse_job(doc: Mapping[str, Any], plan: Plan, source: str = "job") -> Job:

@@ -14,6 +14,7 @@ another program than the plan describes.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from p4.config.v1 import p4info_pb2
 
 from ..emit.p4info import build_p4info
 from ..errors import PlanError
+from ..files import parse_json, read_text
 from ..plan import Plan
 
 DEVICE_CONFIG = "program.json"
@@ -43,11 +45,24 @@ class Build:
 
 def _read_p4info(path: Path) -> p4info_pb2.P4Info:
     info = p4info_pb2.P4Info()
+    text = read_text(path, "P4Info", PlanError)
     try:
-        text_format.Parse(path.read_text(encoding="utf-8"), info)
+        text_format.Parse(text, info)
     except text_format.ParseError as exc:
-        raise PlanError(f"{str(path)!r} is not a text-format P4Info: {exc}") from None
+        raise PlanError(f"{str(path)!r} is not a text-format P4Info: {' '.join(str(exc).split())}") from None
+    except RecursionError:
+        raise PlanError(f"{str(path)!r} nests messages too deeply") from None
     return info
+
+
+def read_device_config(path: Path) -> bytes:
+    """BMv2's JSON (p4c-bm2-ss output), checked to be one: a JSON object with its ``pipelines``."""
+    text = read_text(path, "device config", PlanError)
+    doc = parse_json(text, f"device config {str(path)!r}", PlanError)
+    if not isinstance(doc, dict) or not isinstance(doc.get("pipelines"), list):
+        raise PlanError(f"device config {str(path)!r} is not BMv2 JSON (a p4c-bm2-ss output has a 'pipelines' "
+                        f"list); rebuild with p4gen build --compile or remove it")
+    return text.encode("utf-8")
 
 
 def load_build(path: str | Path) -> Build:
@@ -58,7 +73,7 @@ def load_build(path: str | Path) -> Build:
     plan = Plan.load(d)
     expected = build_p4info(plan)
     dev = d / DEVICE_CONFIG
-    device_config = dev.read_bytes() if dev.is_file() else b""
+    device_config = read_device_config(dev) if os.path.lexists(dev) else b""
     p4c = d / P4INFO_P4C
     name = P4INFO_P4C if device_config and p4c.is_file() else P4INFO
     if not (d / name).is_file():

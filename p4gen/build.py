@@ -4,9 +4,12 @@ Builds are content-addressed.  The key covers the generator version and
 source, every template, the normalised spec and the target profile (and,
 for ``--compile``, the compiler's version).  A cache entry is a directory
 with a manifest of SHA-256 digests; an entry whose files do not match its
-manifest is treated as a miss and rebuilt.  Cache entries and output
-directories are written to a temporary sibling first and renamed into
-place, so a crash never leaves a half-written directory behind.
+manifest is treated as a miss and rebuilt.  Cache entries are written to a
+temporary sibling first and renamed into place.  Output directories are
+written by :mod:`p4gen.output`, which never loses a user file and leaves the
+destination as it was when a build fails.  A multi-target build
+(:func:`build_many`) is all or nothing: every target is planned and staged
+before any is written, and a failure anywhere writes none.
 
 Like ccache's direct mode, a build's raw inputs (the command-line values
 and the bytes of the spec and target files, with the generator's and the
@@ -27,7 +30,8 @@ from pathlib import Path
 
 from . import __version__
 from .emit.templates import template_sources
-from .errors import CompileError, OutputError
+from .errors import CompileError, P4genError
+from .output import MARKER, OUTPUTS, OWN_NAMES, PROGRAM, check as check_output, marker, resolve, write_outputs
 
 TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
 if TYPE_CHECKING:
@@ -35,9 +39,8 @@ if TYPE_CHECKING:
     from .spec import Spec
     from .target import TargetProfile
 
-MARKER = ".p4gen-build.json"
-PROGRAM = "program.p4"
-OUTPUTS = (PROGRAM, "p4info.txt", "plan.json", "report.txt", "report.json")
+__all__ = ["MARKER", "OUTPUTS", "PROGRAM", "BuildResult", "build", "build_direct", "build_key", "build_many",
+           "cache_root", "direct_key", "produce", "remember_direct"]
 
 
 def cache_root() -> Path:
@@ -127,6 +130,8 @@ def _cache_get(key: str) -> dict[str, bytes] | None:
         manifest = json.loads(manifest_path.read_text())
         files = {}
         for name, digest in manifest["files"].items():
+            if name not in OWN_NAMES:
+                return None
             data = (entry / name).read_bytes()
             if _sha(data) != digest:
                 return None
@@ -154,54 +159,6 @@ def _cache_put(key: str, files: dict[str, bytes]) -> None:
         os.replace(tmp, final)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-# -- output directory --------------------------------------------------------
-
-def _check_output(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise OutputError(f"output {str(out)!r} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file() and not force:
-        raise OutputError(f"output directory {str(out)!r} is not empty and was not created by p4gen; "
-                          f"choose another --out or pass --force to write p4gen's files into it")
-
-
-def _write_output(out: Path, files: dict[str, bytes], key: str, force: bool) -> None:
-    _check_output(out, force)
-    marker = json.dumps({"generator": "p4gen", "version": __version__, "key": key,
-                         "files": {n: _sha(d) for n, d in sorted(files.items())}}, indent=1, sort_keys=True).encode()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    ours = out.is_dir() and (out / MARKER).is_file()
-    if not out.exists() or ours:
-        # build beside, then swap in: the old directory is replaced only when the new one is complete
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-        try:
-            for name, data in files.items():
-                (tmp / name).write_bytes(data)
-            (tmp / MARKER).write_bytes(marker)
-            if ours:
-                # keep files the user added to a p4gen directory
-                for extra in out.iterdir():
-                    if extra.name not in files and extra.name != MARKER and not (tmp / extra.name).exists():
-                        os.replace(extra, tmp / extra.name)
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-                os.replace(out, old / "d")
-                os.replace(tmp, out)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                if out.exists():
-                    out.rmdir()  # empty directory
-                os.replace(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    else:
-        # --force into a foreign directory: write only p4gen's own file names, atomically each
-        for name, data in list(files.items()) + [(MARKER, marker)]:
-            fd, tmpname = tempfile.mkstemp(prefix=f".{name}.", dir=out)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmpname, out / name)
 
 
 # -- compilers -----------------------------------------------------------------
@@ -275,12 +232,10 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
         return files
 
 
-def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
-          force: bool = False, compile_p4: bool = False) -> BuildResult:
-    out = Path(out_dir)
-    _check_output(out, force)
+def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True,
+            compile_p4: bool = False) -> tuple[str, dict[str, bytes], Plan, bool]:
+    """(key, files, plan, cache hit) of one build; writes nothing but the cache."""
     extra = {}
-    compiler = None
     if compile_p4:
         compiler = find_compiler(profile.arch)
         if compiler is None:
@@ -302,8 +257,20 @@ def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache:
         from .plan import Plan
 
         plan = Plan.from_json(files["plan.json"].decode(), "cached plan.json")
-    _write_output(out, files, key, force)
-    return BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})
+    return key, files, plan, hit
+
+
+def _with_marker(key: str, files: dict[str, bytes]) -> dict[str, bytes]:
+    return {**files, MARKER: marker(key, __version__, files)}
+
+
+def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
+          force: bool = False, compile_p4: bool = False) -> BuildResult:
+    check_output(out_dir, force)                 # refuse before planning
+    key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4)
+    write_outputs([(out_dir, _with_marker(key, files))], force)
+    return BuildResult(out_dir=Path(out_dir), key=key, cache_hit=hit, plan=plan,
+                       files={n: _sha(d) for n, d in files.items()})
 
 
 # -- direct mode: raw inputs -> build key ------------------------------------------
@@ -333,7 +300,7 @@ def build_direct(dkey: str, out_dir: str | Path, *, force: bool = False) -> Buil
     if files is None or "plan.json" not in files:
         return None
     out = Path(out_dir)
-    _write_output(out, files, key, force)
+    write_outputs([(out_dir, _with_marker(key, files))], force)
     return BuildResult(out_dir=out, key=key, cache_hit=True, files={n: _sha(d) for n, d in files.items()},
                        plan_json=files["plan.json"])
 
@@ -354,26 +321,38 @@ def remember_direct(dkey: str, key: str) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
-def _build_one(job: tuple) -> BuildResult:
-    spec, profile, out, kwargs = job
-    return build(spec, profile, out, **kwargs)
+def _produce_one(job: tuple):
+    spec, profile, kwargs = job
+    return produce(spec, profile, **kwargs)
 
 
-def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, **kwargs) -> list[BuildResult]:
+def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, *, force: bool = False,
+               **kwargs) -> list[BuildResult]:
     """Build ``spec`` for several targets in parallel processes, into ``out_root/<target>``.
 
-    Every output directory is checked before any build starts, so a refusal
-    never leaves some targets built and others not.
+    All or nothing: every output directory is checked, and every target
+    planned and rendered, before anything is written; the directories are
+    then written as one staged commit (:func:`p4gen.output.write_outputs`).
+    A failure names its target and says that nothing was written.
     """
     from concurrent.futures import ProcessPoolExecutor
 
     root = Path(out_root)
     outs = [root / p.name for p in profiles]
-    for out in outs:
-        _check_output(out, kwargs.get("force", False))
-    jobs = [(spec, p, out, kwargs) for p, out in zip(profiles, outs)]
-    workers = min(len(jobs), os.cpu_count() or 1)
-    if workers <= 1:
-        return [_build_one(j) for j in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_build_one, jobs))
+    try:
+        resolve(out_root)
+        for out in outs:
+            check_output(out, force)
+        jobs = [(spec, p, kwargs) for p in profiles]
+        workers = min(len(jobs), os.cpu_count() or 1)
+        if workers <= 1:
+            made = [_produce_one(j) for j in jobs]
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                made = list(pool.map(_produce_one, jobs))
+        write_outputs([(out, _with_marker(key, files)) for out, (key, files, _p, _h) in zip(outs, made)], force)
+    except P4genError as exc:
+        raise type(exc)(f"{exc}; nothing was written (a build for several targets writes all of them or none)") \
+            from None
+    return [BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})
+            for out, (key, files, plan, hit) in zip(outs, made)]

@@ -21,7 +21,7 @@ class _Parser(argparse.ArgumentParser):
 def _cmd_targets(args: argparse.Namespace) -> int:
     from .target import builtin_names, load_target, load_target_file
 
-    profiles = [load_target_file(args.target_file)] if args.target_file else [load_target(n) for n in builtin_names()]
+    profiles = [load_target_file(args.target_file)] if args.target_file is not None else [load_target(n) for n in builtin_names()]
     cols = ("name", "arch", "pipes", "stages", "alus_per_stage", "sram_blocks_per_stage", "phv_bits",
             "tagalong_bits", "lanes_per_register", "max_passes", "mtu_bytes")
     heads = ("target", "arch", "pipes", "stages", "ALUs/stage", "SRAM blk/stage", "PHV bits", "tagalong",
@@ -40,7 +40,7 @@ def _spec_from_args(args: argparse.Namespace):
     fields = {"protocol": args.protocol, "variant": args.variant, "max_workers": args.workers,
               "slots": args.slots, "elements_per_packet": args.elements, "value_width": args.value_width,
               "jobs": args.jobs}
-    if args.spec:
+    if args.spec is not None:
         return load_spec_file(args.spec, **fields)
     if fields["slots"] is None:
         fields["slots"] = 512
@@ -50,7 +50,7 @@ def _spec_from_args(args: argparse.Namespace):
 def _profiles_from_args(args: argparse.Namespace):
     from .target import load_target, load_target_file
 
-    if args.target_file:
+    if args.target_file is not None:
         return [load_target_file(args.target_file)]
     names = [n.strip() for n in args.target.split(",")]
     if len(set(names)) != len(names) or not all(names):
@@ -61,17 +61,19 @@ def _profiles_from_args(args: argparse.Namespace):
 def _direct_inputs(args: argparse.Namespace) -> dict | None:
     """The raw inputs of a single-target build into --out, for the build cache's direct mode (None:
     not this kind of build, or a file it names cannot be read; the usual path then says why)."""
-    import hashlib
+    from .files import digest
 
     if not args.out or args.no_cache or args.compile or args.verify or "," in (args.target or ""):
         return None
     inputs: dict = {k: getattr(args, k) for k in ("protocol", "variant", "workers", "slots", "elements",
                                                    "value_width", "jobs", "target")}
-    try:
-        for k in ("spec", "target_file"):
-            inputs[k] = hashlib.sha256(Path(getattr(args, k)).read_bytes()).hexdigest() if getattr(args, k) else None
-    except OSError:
-        return None
+    for k in ("spec", "target_file"):
+        if getattr(args, k) is None:
+            inputs[k] = None
+            continue
+        inputs[k] = digest(getattr(args, k))          # bounded: /dev/zero or a huge file is no hit
+        if inputs[k] is None:
+            return None
     return inputs
 
 
@@ -90,13 +92,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         if len(profiles) == 1:
             profile = profiles[0]
-            out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+            out = args.out if args.out is not None else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
             results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
                                       compile_p4=args.compile)]
             if dkey:
                 buildmod.remember_direct(dkey, results[0].key)
         else:
-            root = Path(args.out) if args.out else Path("p4gen-out") / spec.protocol
+            root = args.out if args.out is not None else Path("p4gen-out") / spec.protocol
             results = buildmod.build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
                                           compile_p4=args.compile)
     dt = time.perf_counter() - t0

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PlanError
+from .files import parse_json, read_text
 
 SCHEMA = "p4gen.plan/1"
 
@@ -126,10 +127,7 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str, source: str = "plan.json") -> "Plan":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PlanError(f"{source} is not valid JSON: {exc}") from None
+        data = parse_json(text, source, PlanError)
         if not isinstance(data, dict):
             raise PlanError(f"{source} must hold a JSON object")
         if data.get("schema") != SCHEMA:
@@ -144,13 +142,9 @@ class Plan:
         p = Path(path)
         if p.is_dir():
             p = p / "plan.json"
-        try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PlanError(f"{str(p)!r} does not exist (run p4gen build first)") from None
-        except OSError as exc:
-            raise PlanError(f"{str(p)!r} cannot be read: {exc.__class__.__name__}") from None
-        return cls.from_json(text, str(p))
+        if not p.exists():
+            raise PlanError(f"{str(p)!r} does not exist (run p4gen build first)")
+        return cls.from_json(read_text(p, "plan", PlanError), str(p))
 
 
 def check_decision(data: dict[str, Any], source: str = "plan") -> None:

@@ -8,11 +8,11 @@ range, e.g. ``slots=0 must be an integer in 1..32768``.
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError
+from .files import load_toml
 
 PROTOCOLS = ("switchml", "omnireduce")
 VARIANTS = ("auto", "hardened", "reference")
@@ -48,7 +48,8 @@ def _int_field(name: str, value: Any, lo: int, hi: int) -> int:
 
 
 def _choice(name: str, value: Any, choices: tuple) -> Any:
-    if value not in choices:
+    same_type = all(type(value) is type(c) for c in choices)    # 32.0 == 32 and True == 1, but neither is valid
+    if not same_type or value not in choices:
         raise SpecError(f"{name}={value!r} must be one of {', '.join(str(c) for c in choices)}")
     return value
 
@@ -78,14 +79,6 @@ def make_spec(**fields: Any) -> Spec:
 
 def load_spec_file(path: str | Path, **overrides: Any) -> Spec:
     """Read a TOML spec file; command-line values given in ``overrides`` win."""
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"spec file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"spec file {str(p)!r} cannot be read: {exc.__class__.__name__}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"spec file {str(p)!r} is not valid TOML: {exc}") from None
+    data = load_toml(path, "spec file", SpecError)
     data.update({k: v for k, v in overrides.items() if v is not None})
     return make_spec(**data)

@@ -8,31 +8,38 @@ the target has no such limit (BMv2 has no MAU stages, for instance).
 from __future__ import annotations
 
 import dataclasses
+import math
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from .errors import TargetError
+from .files import load_toml
 
 ARCHES = ("tna", "t2na", "v1model")
 
-# key -> (type, minimum, required)
-_INT_FIELDS: dict[str, tuple[int, bool]] = {
-    "pipes": (1, True),
-    "stages": (1, False),
-    "alus_per_stage": (1, False),
-    "alu_width_bits": (8, False),
-    "lanes_per_register": (1, True),
-    "sram_blocks_per_stage": (1, False),
-    "sram_block_words": (1, False),
-    "sram_block_width_bits": (8, False),
-    "register_spare_blocks": (0, False),
-    "phv_bits": (64, False),
-    "tagalong_bits": (0, False),
-    "max_register_entries": (1, False),
-    "max_passes": (1, True),
-    "mtu_bytes": (128, True),
+# key -> (minimum, maximum, required).  The maxima are far above any switch (Tofino2: 20 stages,
+# 4 passes) and keep the planner's searches, which walk stages and passes, short.
+_INT_FIELDS: dict[str, tuple[int, int, bool]] = {
+    "pipes": (1, 64, True),
+    "stages": (1, 256, False),
+    "alus_per_stage": (1, 64, False),
+    "alu_width_bits": (8, 1024, False),
+    "lanes_per_register": (2, 2, True),
+    "sram_blocks_per_stage": (1, 1 << 16, False),
+    "sram_block_words": (1, 1 << 24, False),
+    "sram_block_width_bits": (8, 4096, False),
+    "register_spare_blocks": (0, 1 << 16, False),
+    "phv_bits": (64, 1 << 20, False),
+    "tagalong_bits": (0, 1 << 20, False),
+    "max_register_entries": (1, 1 << 32, False),
+    "max_passes": (1, 64, True),
+    "mtu_bytes": (128, 65535, True),
 }
+# lanes_per_register: the templates lay values out as {lo, hi} register pairs, so 2 is the one value
+_WHY = {"lanes_per_register": " (the templates lay values out as {lo, hi} register pairs)"}
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _STR_FIELDS = ("name", "arch", "description")
 _FLOAT_FIELDS = ("aggregate_rate_gbps",)
 
@@ -108,9 +115,14 @@ def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
         if not isinstance(data[key], str) or not data[key]:
             raise TargetError(f"target profile {source}: {key}={data[key]!r} must be a non-empty string")
         kwargs[key] = data[key]
+    if not _NAME.fullmatch(kwargs["name"]) or ".." in kwargs["name"]:
+        raise TargetError(f"target profile {source}: name={kwargs['name']!r} must be 1-64 letters, digits, '.', '_' "
+                          f"or '-', starting with a letter or digit (it names the output directory)")
+    if "\n" in kwargs["description"] or len(kwargs["description"]) > 200:
+        raise TargetError(f"target profile {source}: description must be one line of at most 200 characters")
     if kwargs["arch"] not in ARCHES:
         raise TargetError(f"target profile {source}: arch={kwargs['arch']!r} must be one of {', '.join(ARCHES)}")
-    for key, (minimum, required) in _INT_FIELDS.items():
+    for key, (minimum, maximum, required) in _INT_FIELDS.items():
         if key not in data:
             if required:
                 raise TargetError(f"target profile {source}: missing required key {key!r}")
@@ -118,14 +130,16 @@ def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int):
             raise TargetError(f"target profile {source}: {key}={value!r} must be an integer >= {minimum}")
-        if value < minimum:
-            raise TargetError(f"target profile {source}: {key}={value} must be >= {minimum}")
+        if not minimum <= value <= maximum:
+            rng = f"must be {minimum}" if minimum == maximum else f"must be in {minimum}..{maximum}"
+            raise TargetError(f"target profile {source}: {key}={value} {rng}{_WHY.get(key, '')}")
         kwargs[key] = value
     for key in _FLOAT_FIELDS:
         if key in data:
             value = data[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise TargetError(f"target profile {source}: {key}={value!r} must be a non-negative number")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < 0:
+                raise TargetError(f"target profile {source}: {key}={value!r} must be a finite non-negative number")
             kwargs[key] = float(value)
     profile = TargetProfile(**kwargs)
     staged = ("stages", "alus_per_stage", "sram_blocks_per_stage", "sram_block_words", "sram_block_width_bits")
@@ -139,18 +153,7 @@ def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
 
 
 def load_target_file(path: str | Path) -> TargetProfile:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TargetError(f"target file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TargetError(f"target file {str(p)!r} cannot be read: {exc.__class__.__name__}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise TargetError(f"target file {str(p)!r} is not valid TOML: {exc}") from None
-    return _from_mapping(data, str(p))
+    return _from_mapping(load_toml(path, "target file", TargetError), str(path))
 
 
 def load_target(name: str) -> TargetProfile:

@@ -135,7 +135,7 @@ def bmv2_build(build_dir, tmp_path):
     """The same build with a (placeholder) BMv2 JSON: the controller takes it for a BMv2 switch."""
     out = tmp_path / "with-json"
     shutil.copytree(build_dir, out)
-    (out / "program.json").write_text("{}\n")
+    (out / "program.json").write_text('{"pipelines": []}\n')
     return out
 
 

@@ -10,7 +10,6 @@ asked and what the plan has.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -306,19 +305,13 @@ class SwitchState:
         An entry is {"match": {...}, "action": name, "params": {...}}; values
         may be integers, "0x.." strings, MAC or dotted IPv4 addresses.
         """
-        if isinstance(cfg, (str, Path)):
-            try:
-                cfg = json.loads(Path(cfg).read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ModelError(f"control-plane config {str(cfg)!r} cannot be read: {exc}") from None
-        unknown = set(cfg) - {"tables", "groups"}
-        if unknown:
-            raise ModelError(f"control-plane config has an unknown section {sorted(unknown)[0]!r}")
-        for mgid, reps in dict(cfg.get("groups", {})).items():
-            self.set_group(int(mgid), [tuple(r) for r in reps])
-        for table, entries in dict(cfg.get("tables", {})).items():
-            for e in entries:
-                self.insert(table, e.get("match", {}), e["action"], e.get("params", {}))
+        from .config import parse_config
+
+        groups, entries = parse_config(cfg)
+        for mgid, reps in groups:
+            self.set_group(mgid, reps)
+        for table, match, action, params in entries:
+            self.insert(table, match, action, params)
 
     def dump_config(self) -> dict[str, Any]:
         return {"tables": {n: [{k: e[k] for k in ("match", "action", "params")} for e in self.read(n)]
