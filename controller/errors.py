@@ -15,6 +15,7 @@ from p4.v1 import p4runtime_pb2
 from ..errors import P4genError
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
+INDEX_SPACE = "p4gen.update_index"     # p4.v1.Error.space whose ``code`` is the failed update's index
 
 
 class ControllerError(P4genError):
@@ -72,13 +73,23 @@ def write_failures(exc: grpc.RpcError) -> list[tuple[int, str, str]] | None:
     if status is None or not status.details:
         return None
     out = []
-    for index, anyval in enumerate(status.details):
+    for position, anyval in enumerate(status.details):
         err = p4runtime_pb2.Error()
         if not anyval.Unpack(err):
             return None
+        # p4gen's server lists only failed updates, each with its index in ``code``; others (BMv2's
+        # PI) list one Error per update, in order
+        index = err.code if err.space == INDEX_SPACE else position
         if err.canonical_code != code_pb2.OK:
             out.append((index, code_name(err.canonical_code), err.message))
     return out
+
+
+def _failed_count(exc: grpc.RpcError) -> int | None:
+    """K of a status message "K of N updates failed...", when the server says so."""
+    details = exc.details() if hasattr(exc, "details") else ""
+    head = (details or "").split(" of ", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 def _one_line(text: str) -> str:
@@ -102,7 +113,9 @@ def translate_rpc_error(exc: grpc.RpcError, *, addr: str, rpc: str, timeout: flo
         failures = write_failures(exc)
         if failures is not None:
             total = f" of {updates}" if updates is not None else ""
-            lines = [f"{where} rejected {len(failures)}{total} updates of a write batch:"]
+            count = _failed_count(exc) or len(failures)
+            listed = f" (the first {len(failures)} listed)" if count > len(failures) else ""
+            lines = [f"{where} rejected {count}{total} updates of a write batch{listed}:"]
             lines += [f"  update {i}: {c}: {_one_line(m)}" for i, c, m in failures]
             return WriteError("\n".join(lines), failures)
     if rpc == "SetForwardingPipelineConfig" and code in (grpc.StatusCode.INVALID_ARGUMENT,

@@ -13,7 +13,9 @@ Everything written is derived from the Plan and the job file:
 Existing jobs are read back from the switch (``workers``, ``result_dst``,
 ``l2_forward`` and the multicast groups), so two controllers or two runs
 need no local state.  A batch that fails is rolled back (inserts deleted,
-modified groups restored) before the error is raised.
+modified groups restored) before the error is raised, however it failed: the
+controller reads the switch back and undoes whatever of the batch it finds
+there, so a lost answer or a broken connection is rolled back too.
 """
 
 from __future__ import annotations
@@ -222,34 +224,82 @@ class Controller:
         return Change(job_id, len(ups), len(js.workers), (js.slot_base, js.slot_count), js.mgid)
 
     def _write(self, ups: list[tuple[int, p4runtime_pb2.Entity, object]]) -> None:
+        """Write a batch; if it fails in any way (rejected updates, a lost answer, a broken connection),
+        put back every entity it touched, as read back from the switch, then raise the first error."""
         try:
             self.conn.write(update(t, ent) for t, ent, _ in ups)
-        except WriteError as exc:
-            self._rollback(ups, {i for i, _c, _m in exc.failures})
-            raise
+        except ControllerError as exc:
+            failed = {i for i, _c, _m in exc.failures} if isinstance(exc, WriteError) else set()
+            problem = self._rollback(ups, failed)
+            if problem is None:
+                raise
+            if isinstance(exc, WriteError):
+                raise WriteError(f"{exc}\n  {problem}", exc.failures) from None
+            raise type(exc)(f"{exc}; {problem}") from None
 
-    def _rollback(self, ups, failed: set[int]) -> None:
-        """Undo the updates of a failed batch that took effect (best effort, in reverse order)."""
-        undo = []
+    def _touched(self) -> tuple[dict[tuple, Entry], dict[int, list[tuple[int, int]]]]:
+        """The switch's entries of the tables a job writes, keyed (table, match), and its groups."""
+        e = self.ents
+        entries: dict[tuple, Entry] = {}
+        groups: dict[int, list[tuple[int, int]]] = {}
+        for ent in self.conn.read([e.table_wildcard(t) for t in ("workers", "result_dst", "l2_forward")]
+                                  + [e.group(0)]):
+            if ent.WhichOneof("entity") == "table_entry":
+                entry = e.decode_table_entry(ent.table_entry)
+                entries[(entry.table, tuple(sorted(entry.match.items())))] = entry
+            else:
+                mgid, reps = e.decode_group(ent.packet_replication_engine_entry.multicast_group_entry)
+                groups[mgid] = sorted(reps)
+        return entries, groups
+
+    def _undo(self, ups, failed: set[int], entries, groups) -> list[p4runtime_pb2.Update]:
+        """Updates that restore what ``ups`` changed, judged by what the switch holds now.
+
+        Updates the switch reported as failed took no effect and are skipped.  Of the others, an
+        inserted entity is deleted only if the switch holds exactly what this batch wrote, so an
+        entry another controller wrote meanwhile with other contents stays.
+        """
+        e = self.ents
+        out = []
         for i in reversed(range(len(ups))):
             if i in failed:
                 continue
             kind, ent, old = ups[i]
-            if kind == INSERT:
-                if ent.WhichOneof("entity") == "table_entry":
-                    entry = self.ents.decode_table_entry(ent.table_entry)
-                    undo.append(update(DELETE, self.ents.table_entry(entry.table, entry.match)))
-                else:
-                    undo.append(update(DELETE, ent))
-            elif ent.WhichOneof("entity") == "packet_replication_engine_entry":
-                mgid = ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
-                undo.append(update(MODIFY if kind == MODIFY else INSERT, self.ents.group(mgid, old)))
-            elif kind == DELETE and isinstance(old, Entry):
-                undo.append(update(INSERT, self.ents.table_entry(old.table, old.match, old.action, old.params)))
+            if ent.WhichOneof("entity") == "table_entry":
+                mine = e.decode_table_entry(ent.table_entry) if kind == INSERT else old
+                key = (mine.table, tuple(sorted(mine.match.items())))
+                now = entries.get(key)
+                if kind == INSERT and now is not None and (now.action, now.params) == (mine.action, mine.params):
+                    out.append(update(DELETE, e.table_entry(mine.table, mine.match)))
+                elif kind == DELETE and now is None:
+                    out.append(update(INSERT, e.table_entry(old.table, old.match, old.action, old.params)))
+                continue
+            mgid, reps = e.decode_group(ent.packet_replication_engine_entry.multicast_group_entry)
+            now = groups.get(mgid)
+            if kind == INSERT and now == sorted(reps):
+                out.append(update(DELETE, e.group(mgid)))
+            elif kind == MODIFY and now == sorted(reps) and now != sorted(old):
+                out.append(update(MODIFY, e.group(mgid, old)))
+            elif kind == DELETE and now is None:
+                out.append(update(INSERT, e.group(mgid, old)))
+        return out
+
+    def _rollback(self, ups, failed: set[int]) -> str | None:
+        """Undo a failed batch; None when the switch is back as it was, else what is left."""
         try:
-            self.conn.write(undo)
-        except ControllerError:
-            pass  # the original error is the one to report
+            undo = self._undo(ups, failed, *self._touched())
+            if undo:
+                try:
+                    self.conn.write(undo)
+                except WriteError:
+                    pass                      # judged by the read-back below
+            left = self._undo(ups, failed, *self._touched())
+        except ControllerError as exc:
+            return (f"the rollback could not read or write the switch ({exc}); it may hold part of this change: "
+                    f"run `p4gen ctl teardown` for the job once the switch answers")
+        if left:
+            return f"the rollback left {len(left)} of this change's entities on the switch"
+        return None
 
     # ------------------------------------------------------------ counters and registers
     def counters(self, name: str = "stats") -> dict[str, tuple[int, int]]:

@@ -227,6 +227,14 @@ class SwitchState:
         del t.entries[key]
         self._sync(table)
 
+    def holds(self, table: str, match: Mapping[str, Any]) -> bool:
+        """Whether ``table`` has an entry for ``match`` (without listing the table)."""
+        t = self._table(table)
+        return self._match_key(t, match) in t.entries
+
+    def size(self, table: str) -> int:
+        return len(self._table(table).entries)
+
     def read(self, table: str) -> list[dict[str, Any]]:
         t = self._table(table)
         out = []

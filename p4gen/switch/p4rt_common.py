@@ -1,0 +1,59 @@
+"""What the P4Runtime server's modules share: the failure type, status codes, enum checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import code_pb2
+from p4.v1 import p4runtime_pb2
+
+from ..controller.errors import INDEX_SPACE
+from ..errors import P4genError
+
+# INDEX_SPACE: the p4.v1.Error.space of the entries a failed Write's details list; ``code`` is then the
+# index of the failed update in the batch (only failed updates are listed, so the details stay small)
+__all__ = ["API_VERSION", "INDEX_SPACE", "Fail", "RpcStatus", "ServerError", "check_enum", "eid"]
+
+API_VERSION = "1.4.1"
+UPDATE = p4runtime_pb2.Update
+SET = p4runtime_pb2.SetForwardingPipelineConfigRequest
+GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
+WRITE = p4runtime_pb2.WriteRequest
+UPDATE_TYPES = (UPDATE.INSERT, UPDATE.MODIFY, UPDATE.DELETE)
+SET_ACTIONS = (SET.VERIFY, SET.VERIFY_AND_SAVE, SET.VERIFY_AND_COMMIT, SET.COMMIT, SET.RECONCILE_AND_COMMIT)
+GET_TYPES = (GET.ALL, GET.COOKIE_ONLY, GET.P4INFO_AND_COOKIE, GET.DEVICE_CONFIG_AND_COOKIE)
+ATOMICITIES = (WRITE.CONTINUE_ON_ERROR, WRITE.ROLLBACK_ON_ERROR, WRITE.DATAPLANE_ATOMIC)
+GRPC_CODE = {c.value[0]: c for c in grpc.StatusCode}
+
+
+class ServerError(P4genError):
+    """The server cannot start (address in use, bad plan)."""
+
+
+class Fail(Exception):
+    """One request or update fails with a google.rpc code and a message."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RpcStatus(grpc.Status):
+    code: grpc.StatusCode
+    details: str
+    trailing_metadata: tuple
+
+
+def eid(msg) -> int:
+    """The 128-bit election id of a p4.v1.Uint128."""
+    return (msg.high << 64) | msg.low
+
+
+def check_enum(value: int, allowed: tuple, what: str, names) -> None:
+    """INVALID_ARGUMENT unless ``value`` is one of ``allowed`` (a proto enum's values)."""
+    if value not in allowed:
+        known = ", ".join(names.Name(v) for v in allowed)
+        raise Fail(code_pb2.INVALID_ARGUMENT, f"{what} {value} is not one of {known}")
