@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from p4gen.wire import Layout
-from p4gen.host.packet import endpoint
+from p4gen.host.packet import datagram_prefix, endpoint
 from p4gen.plan import Plan
 from p4gen.host.fastworker import FastWorker
 
@@ -40,15 +40,6 @@ from .tensors import make_tensor
 def _emit(**event) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
-
-
-def _prefix(layout: Layout, switch_port: int) -> bytes:
-    """Ethernet/IPv4/UDP headers that make a received datagram a frame the worker parses."""
-    h = layout.headers
-    eth = h["ethernet"].encode({"ether_type": 0x0800})
-    ip4 = h["ipv4"].encode({"version": 4, "ihl": 5, "ttl": 64, "protocol": 17})
-    udp = h["udp"].encode({"src_port": switch_port})
-    return eth + ip4 + udp
 
 
 def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
@@ -72,7 +63,7 @@ def run(cfg: dict, wait_go=None) -> dict:
                          layout.elements)
     w = make_worker(cfg, layout, tensor)
     hoff = layout.headers["agg"].offset
-    prefix = _prefix(layout, cfg["switch_port"])
+    prefix = datagram_prefix(layout, cfg["switch_port"])
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)

@@ -85,3 +85,17 @@ def parse_contribution(layout: Layout, frame) -> Result:
     if agg["msg_type"] != layout.params["msg_contribution"]:
         raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a contribution")
     return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
+
+
+def datagram_prefix(layout: Layout, switch_port: int) -> bytes:
+    """Ethernet/IPv4/UDP headers that turn a UDP datagram from the switch back into a frame to parse.
+
+    A worker on a kernel UDP socket sends its frame from the ``agg`` header
+    on and receives results the same way; the state machines parse frames,
+    so a received datagram gets this prefix first.
+    """
+    h = layout.headers
+    eth = h["ethernet"].encode({"ether_type": 0x0800})
+    ip4 = h["ipv4"].encode({"version": 4, "ihl": 5, "ttl": 64, "protocol": 17})
+    udp = h["udp"].encode({"src_port": switch_port})
+    return eth + ip4 + udp
