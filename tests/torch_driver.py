@@ -41,7 +41,7 @@ def params(net) -> list:
 
 def run(case, plan, job, switch, out):
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     rec = {"rank": rank}
     if case == "grads":
         net = model()
