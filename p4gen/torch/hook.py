@@ -83,6 +83,8 @@ class Hook:
     # -- the hook ------------------------------------------------------------------
     def allreduce(self, bucket: dist.GradBucket) -> torch.futures.Future:
         """What the hook does with one bucket: a future of its averaged sum (and the step, per bucket)."""
+        if self.session.failed is not None:        # the switch is gone already: fail this step at once
+            raise self.session.failed
         buf = bucket.buffer()
         out: torch.futures.Future = torch.futures.Future()
         index = bucket.index()
@@ -91,8 +93,8 @@ class Hook:
         def land(f) -> None:
             try:
                 r = f.result()
-            except BaseException as exc:           # the training step fails with it, on this worker
-                out.set_exception(exc)
+            except BaseException as exc:
+                out.set_result(exc)                # raised by _finish, so DDP's error names it
                 return
             if r.flagged:
                 with self._lock:
@@ -103,9 +105,10 @@ class Hook:
                 buf.copy_(total.div_(self.world_size).to(buf.dtype))
             out.set_result(buf)
         done.add_done_callback(land)
+        fut = out.then(_finish)
         if self.functional_optim is None:
-            return out
-        return out.then(lambda f: self._step_bucket(f, bucket, index))
+            return fut
+        return fut.then(lambda f: self._step_bucket(f, bucket, index))
 
     def _step_bucket(self, fut: torch.futures.Future, bucket: dist.GradBucket, index: int) -> torch.Tensor:
         buf = fut.value()                          # re-raises a failed all-reduce
@@ -116,6 +119,13 @@ class Hook:
         for p, g in zip(bucket.parameters(), bucket.gradients()):
             self.functional_optim.step_param(p, g)
         return buf
+
+
+def _finish(fut: torch.futures.Future) -> torch.Tensor:
+    value = fut.value()
+    if isinstance(value, BaseException):
+        raise value
+    return value
 
 
 def switch_allreduce_hook(state, bucket):

@@ -156,6 +156,11 @@ class Session:
         self._thread.start()
 
     @property
+    def failed(self) -> BaseException | None:
+        """The error that ended the session (every later array fails with it), or None."""
+        return self._failed
+
+    @property
     def position(self) -> tuple[int, list[int]]:
         """Where the job's slots stand after the arrays done so far: a later session starts there."""
         return self._tsi_base, list(self._copies)
