@@ -108,6 +108,7 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
         blog.skip()
         mismatches: list[str] = []
         bm_hit: set[G.Entry] = set()
+        logged = False
         model_hit: set[G.Entry] = set()
         for label, port, frame in steps:
             ref.entry_trace = []
@@ -126,7 +127,8 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
             if got != want:
                 mismatches.append(f"{label}: port {port} frame {frame.hex()}\n  BMv2 : "
                                   f"{[(p, b.hex()) for p, b in got]}\n  model: {[(p, b.hex()) for p, b in want]}")
-            if bm_entries != ref.entry_trace:
+            logged = logged or bool(taken)
+            if logged and bm_entries != ref.entry_trace:
                 mismatches.append(f"{label}: BMv2 entries {[G.entry_text(e) for e in bm_entries]}, model "
                                   f"{[G.entry_text(e) for e in ref.entry_trace]}")
             bm_hit.update(bm_entries)
@@ -148,6 +150,10 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
         sw.stop()
         ns.delete()
 
+    if not logged:
+        pytest.skip(f"{name}: BMv2 agreed with the model on {len(steps)} frames, the counters and the registers, "
+                    f"but this simple_switch logs no table lookups (built with --disable-logging-macros), so the "
+                    f"entry coverage, which is read from its log, was not measured")
     reachable = [e for e in entries if e not in un]
     missed = [G.entry_text(e) for e in reachable if e not in bm_hit]
     with capsys.disabled():
