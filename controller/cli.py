@@ -8,11 +8,10 @@ one line.  Until then ``python -m p4gen.controller ctl ...`` runs them.
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
 from pathlib import Path
 
+from ..cliargs import address, int_in, seconds
 from ..errors import P4genError
 from .client import DEFAULT_TIMEOUT, connect
 from .jobfile import load_job
@@ -21,49 +20,17 @@ from .pipeline import load_build
 
 
 MAX_TIMEOUT = 3600.0
-_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)")
-
-
-def _int_in(lo: int, hi: int, what: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 0)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is outside {lo}..{hi} ({what})")
-        return value
-    return parse
-
-
-def seconds(text: str) -> float:
-    """A timeout: a finite number of seconds in (0, 3600]."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds in (0, {MAX_TIMEOUT:g}]")
-    return value
-
-
-def address(text: str) -> str:
-    """HOST:PORT of a P4Runtime server (checked before gRPC sees it, so a typo is one line)."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not _HOST.fullmatch(host) or not port.isdigit() or not 0 < int(port) < 65536:
-        raise argparse.ArgumentTypeError(f"{text!r} must look like HOST:PORT (port 1..65535)")
-    return text
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("build_dir", metavar="BUILD_DIR", help="output directory of `p4gen build`")
     p.add_argument("--addr", type=address, default="127.0.0.1:9559",
                    help="P4Runtime server HOST:PORT (default 127.0.0.1:9559)")
-    p.add_argument("--device-id", type=_int_in(0, (1 << 64) - 1, "a P4Runtime device id is a uint64"), default=0,
+    p.add_argument("--device-id", type=int_in(0, (1 << 64) - 1, "a P4Runtime device id is a uint64"), default=0,
                    help="P4Runtime device id (default 0)")
-    p.add_argument("--election-id", type=_int_in(1, (1 << 128) - 1, "a P4Runtime election id is a uint128, not 0"),
+    p.add_argument("--election-id", type=int_in(1, (1 << 128) - 1, "a P4Runtime election id is a uint128, not 0"),
                    default=1, help="election id; the highest connected one is primary (default 1)")
-    p.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+    p.add_argument("--timeout", type=seconds(MAX_TIMEOUT), default=DEFAULT_TIMEOUT,
                    help=f"seconds to wait for the switch, at most {MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g})")
 
 
@@ -151,7 +118,7 @@ def register(subparsers) -> None:
 
     p = sub.add_parser("reset", help="zero the aggregation registers (P4Runtime, or simple_switch_CLI on BMv2)")
     _common(p)
-    p.add_argument("--thrift-port", type=_int_in(1, 65535, "a TCP port"), default=9090, help="BMv2 Thrift port for the fallback (default 9090)")
+    p.add_argument("--thrift-port", type=int_in(1, 65535, "a TCP port"), default=9090, help="BMv2 Thrift port for the fallback (default 9090)")
     p.set_defaults(func=_cmd_reset)
 
 

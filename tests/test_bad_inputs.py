@@ -201,7 +201,6 @@ _worker = st.dictionaries(st.sampled_from(WORKER_KEYS), _value | st.integers(0, 
 def test_random_job_documents_raise_only_job_file_errors(doc, workers, build_dir):
     from p4gen.controller.errors import JobFileError
     from p4gen.controller.jobfile import parse_job
-    from p4gen.plan import Plan
 
     plan = _plan(build_dir)
     if workers:

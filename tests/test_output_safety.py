@@ -348,20 +348,29 @@ def test_profile_names_cannot_leave_the_output_root(tmp_path, capsys, name):
     assert snapshot(tmp_path) == before
 
 
-def test_concurrent_builds_in_threads_share_the_lock(tmp_path):
+def test_concurrent_builds_in_threads_keep_user_files(tmp_path):
+    """16 builds of a warm cache released at once into one directory that holds user files, 5 times."""
     d = tmp_path / "D"
-    errors = []
+    assert p4gen_build("--slots", "8", "--out", str(d)) == 0
+    before = put_user_files(d)
+    for slots in range(8, 24):
+        buildmod.build(make_spec(slots=slots), load_target("bmv2"), tmp_path / "warm" / str(slots))
+    for _round in range(5):
+        errors = []
+        gate = threading.Barrier(16)
 
-    def one(slots):
-        try:
-            buildmod.build(make_spec(slots=slots), load_target("bmv2"), d)
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion below
-            errors.append(exc)
+        def one(slots):
+            gate.wait()
+            try:
+                buildmod.build(make_spec(slots=slots), load_target("bmv2"), d)
+            except Exception as exc:  # noqa: BLE001 - collected for the assertion below
+                errors.append(exc)
 
-    threads = [threading.Thread(target=one, args=(8 + i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert_consistent(d)
+        threads = [threading.Thread(target=one, args=(8 + i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == [] and user_part(d) == before
+        assert_consistent(d)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["D", "cache", "warm"]

@@ -11,7 +11,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from p4gen.build import build
-from p4gen.controller import Controller, SwitchUnreachableError, WriteError, connect, load_build, load_job
+from p4gen.controller import Controller, SwitchUnreachableError, WriteError, connect, load_build
 from p4gen.controller.entities import PlanEntities, update
 from p4gen.controller.errors import STATUS_DETAILS_KEY
 from p4gen.controller.jobfile import parse_job

@@ -126,6 +126,7 @@ class BatchValues:
             live = start[j] <= pa
             if not live.all():
                 pa, j = pa[live], j[live]
+        if len(pa):                               # (every add may have been left out just above)
             V = self._op_values(pk[pa], order2[pa] % P_ if P_ > 1 else None, adm, order)   # in j's order
             step = (j[1:] != j[:-1]).nonzero()[0] + 1
             run = len(pa) // (len(step) + 1)
