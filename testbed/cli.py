@@ -16,6 +16,7 @@ import signal
 import tempfile
 from pathlib import Path
 
+from ..cliargs import int_in, number_in, seconds
 from .errors import TestbedError
 
 # (RunResult key, format, column heading)
@@ -176,20 +177,20 @@ def register(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="testbed_cmd", required=True)
     r = sub.add_parser("run", help="run one all-reduce job and print a table row")
     r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml")
-    r.add_argument("--workers", type=int, default=3)
+    r.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3)
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
     r.add_argument("--dtype", choices=("float32", "int32"), default="float32")
-    r.add_argument("--density", type=float, default=1.0, help="fraction of non-zero blocks (OmniReduce)")
-    r.add_argument("--bw", type=float, default=100.0, help="link rate in Mbit/s (default 100)")
-    r.add_argument("--loss", type=float, default=0.0, help="random loss per link and direction (0..1)")
+    r.add_argument("--density", type=number_in(0, 1, "a fraction", lo_open=True), default=1.0, help="fraction of non-zero blocks (OmniReduce)")
+    r.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
+    r.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0, help="random loss per link and direction (0..1)")
     r.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto")
     r.add_argument("--topo", choices=("star", "two-level"), default="star")
-    r.add_argument("--window", type=int, default=None, help="slots per worker (default 64)")
+    r.add_argument("--window", type=int_in(1, 32768, "slots per worker"), default=None, help="slots per worker (default 64)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fault", choices=("kill-worker", "restart-switch"), default=None)
-    r.add_argument("--stall-timeout", type=float, default=10.0, help="seconds without a result before a worker gives up")
-    r.add_argument("--timeout", type=float, default=600.0, help="seconds for the whole job")
-    r.add_argument("--repeat", type=int, default=1)
+    r.add_argument("--stall-timeout", type=seconds(), default=10.0, help="seconds without a result before a worker gives up")
+    r.add_argument("--timeout", type=seconds(), default=600.0, help="seconds for the whole job")
+    r.add_argument("--repeat", type=int_in(1, 10000, "runs"), default=1)
     r.add_argument("--json", metavar="PATH", help="write the results as JSON")
     r.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
     r.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
