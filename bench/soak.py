@@ -25,7 +25,8 @@ pair per worker; no frame leaves it.  Inside it:
 It prints jobs completed, jobs that stalled, wrong sums (a result that is
 not the exact sum: must be 0), the data plane's counters, and for the data
 plane and the job runner the open file descriptors, threads and resident
-memory at the start (after the first job, once warm) and at the end.
+memory sampled every 30 s: at the start (after a warm-up of a tenth of the
+run, at most a minute) and at the end, with the data plane's RSS series.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SWITCH = ("02:00:00:00:00:fe", "10.0.0.254", 48864)
+SAMPLE_EVERY = 30.0      # s between samples of fds, threads and RSS
 FUZZ_KINDS = ["runt", "truncated", "bad_msg_type", "unknown_job", "unregistered", "wrong_port", "other_job",
               "bad_slot", "wrong_lengths", "not_aggregation"]
 
@@ -278,19 +280,24 @@ def drive(args) -> int:
             first = jobs.stdout.readline()
             if not first:
                 raise RuntimeError(f"job runner failed: {jobs.stderr.read()}")
-            report["start"] = {"dataplane": proc_usage(dp.pid), "jobs": proc_usage(jobs.pid)}
-            peak = dict(report["start"]["dataplane"])
+            t0 = time.monotonic()
+            warm = t0 + min(60.0, args.minutes * 6)          # the first tenth (at most a minute) warms up
+            samples: list[dict] = []                           # every SAMPLE_EVERY s: both processes
+            next_sample = t0
             lines = [first]
-            end_jobs = report["start"]["jobs"]
             for line in jobs.stdout:
                 lines.append(line)
-                if dp.poll() is None:
-                    u = proc_usage(dp.pid)
-                    peak = {k: max(peak[k], u[k]) for k in u}
-                    end_jobs = proc_usage(jobs.pid)
+                now = time.monotonic()
+                if now >= next_sample and dp.poll() is None and jobs.poll() is None:
+                    samples.append({"t": round(now - t0), "dataplane": proc_usage(dp.pid),
+                                    "jobs": proc_usage(jobs.pid)})
+                    next_sample = now + SAMPLE_EVERY
             summary = json.loads(lines[-1])
-            report["end"] = {"dataplane": proc_usage(dp.pid), "jobs": end_jobs}
-            report["dataplane_peak"] = peak
+            after = [s for s in samples if s["t"] >= warm - t0] or samples
+            report["start"] = {"dataplane": after[0]["dataplane"], "jobs": after[0]["jobs"], "t": after[0]["t"]}
+            report["end"] = {"dataplane": after[-1]["dataplane"], "jobs": after[-1]["jobs"], "t": after[-1]["t"]}
+            report["dataplane_rss_kib"] = [(s["t"], s["dataplane"]["rss_kib"]) for s in samples]
+            report["dataplane_peak"] = {k: max(s["dataplane"][k] for s in after) for k in after[0]["dataplane"]}
             _stop(fuzz)
             fz_out, fz_err = fuzz.communicate()
             jobs.wait()
@@ -324,11 +331,13 @@ def print_report(r: dict) -> None:
           f"seconds per job {r['job_seconds']}")
     print(f"hostile frames sent, by the counter each must land in: {r['fuzz_frames']}")
     print(f"switch counters: {r['switch']} (frames the kernel dropped at its sockets: {r['dataplane_rx_dropped']})")
+    print(f"from {r['start']['t']} s (after the warm-up) to {r['end']['t']} s:")
     for who in ("dataplane", "jobs"):
         s, e = r["start"][who], r["end"][who]
-        print(f"{who:9}  fds {s['fds']} -> {e['fds']}, threads {s['threads']} -> {e['threads']}, "
+        print(f"  {who:9}  fds {s['fds']} -> {e['fds']}, threads {s['threads']} -> {e['threads']}, "
               f"RSS {s['rss_kib']} -> {e['rss_kib']} KiB")
-    print(f"dataplane peak during the run: {r['dataplane_peak']}")
+    print(f"dataplane peak after the warm-up: {r['dataplane_peak']}")
+    print(f"dataplane RSS (s, KiB) every {SAMPLE_EVERY:g} s: {r['dataplane_rss_kib']}")
 
 
 def main(argv=None) -> int:

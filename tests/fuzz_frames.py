@@ -111,8 +111,8 @@ def _scapy_other(t: Target, rng: random.Random) -> bytes:
         pkt = eth / ARP(pdst="10.0.0.%d" % rng.randrange(256))
     elif choice == 1:
         pkt = eth / IPv6() / UDP(dport=agg_port) / payload
-    elif choice == 2:
-        pkt = eth / Dot1Q(vlan=rng.randrange(1, 4095)) / IP() / UDP(dport=agg_port) / payload
+    elif choice == 2:        # (not to an aggregation port: AF_PACKET hands the data plane frames untagged)
+        pkt = eth / Dot1Q(vlan=rng.randrange(1, 4095)) / IP() / UDP(dport=53) / payload
     elif choice == 3:
         pkt = eth / IP() / TCP(dport=agg_port) / payload
     elif choice == 4:

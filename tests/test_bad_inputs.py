@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from p4gen.build import build
 from p4gen.cli import main as p4gen_main
@@ -103,9 +103,9 @@ def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, build_dir, cap
 
 # ---------------------------------------------------------------- random documents
 
-_scalar = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70),
+_scalar = st.one_of(st.booleans(), st.integers(-2 ** 70, 2 ** 70),
                     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
-_value = st.recursive(_scalar.filter(lambda v: v is not None),
+_value = st.recursive(_scalar,
                       lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner,
                                                                                     max_size=3), max_leaves=8)
 SPEC_KEYS = ["protocol", "variant", "max_workers", "slots", "elements_per_packet", "value_width", "jobs"]
@@ -145,7 +145,7 @@ def _bounded(fn, *args):
         signal.signal(signal.SIGALRM, old)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(SPEC_KEYS))
 def test_random_spec_documents_raise_only_p4gen_errors(doc):
     from p4gen.planner import make_plan
@@ -165,7 +165,7 @@ def test_random_spec_documents_raise_only_p4gen_errors(doc):
     _bounded(run)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(TARGET_KEYS))
 def test_random_target_documents_raise_only_p4gen_errors(doc, tmp_path_factory):
     from p4gen.planner import make_plan
@@ -196,7 +196,7 @@ _worker = st.dictionaries(st.sampled_from(WORKER_KEYS), _value | st.integers(0, 
                           | st.sampled_from(["02:00:00:00:00:01", "10.0.0.1", "02:00:00:00:00:01\n"]), max_size=6)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(JOB_KEYS), workers=st.lists(_worker, max_size=4))
 def test_random_job_documents_raise_only_job_file_errors(doc, workers, build_dir):
     from p4gen.controller.errors import JobFileError

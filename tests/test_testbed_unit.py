@@ -130,12 +130,15 @@ def test_size_errors(text, msg):
         cli.parse_size(text)
 
 
-def test_run_checks_arguments_before_touching_the_system():
-    a = _parser().parse_args(["testbed", "run", "--workers", "1"])
+def test_run_checks_arguments_before_touching_the_system(capsys):
+    for argv, msg in ((["--workers", "1"], "argument --workers: 1 is outside 2..64 (workers of one job)"),
+                      (["--loss", "1.5"], "argument --loss: '1.5' must be a number in [0, 1) (a probability)")):
+        with pytest.raises(SystemExit):
+            _parser().parse_args(["testbed", "run", *argv])
+        assert msg in capsys.readouterr().err
+    a = _parser().parse_args(["testbed", "run"])
+    a.workers = 1                  # a caller that fills the namespace itself is still checked by run()
     with pytest.raises(TestbedError, match=r"^--workers 1 must be at least 2$"):
-        a.func(a)
-    a = _parser().parse_args(["testbed", "run", "--loss", "1.5"])
-    with pytest.raises(TestbedError, match=r"^--loss 1\.5 must be in \[0, 1\)$"):
         a.func(a)
 
 
