@@ -25,8 +25,10 @@ from typing import Any
 
 from . import __version__, decision, ops
 from .errors import InfeasibleError
+from .layout.shape import PassShape
 from .plan import SCHEMA, Plan
 from .spec import Spec
+from .stages import place, shape_problem
 from .target import TargetProfile
 
 UDP_PORT_MIN = 0xBEE0
@@ -53,6 +55,9 @@ HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
 # prepended to a packet that recirculates for its next pass (multi-pass layouts)
 PASS_HEADER = ("recirc", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16),
                           ("port", 16), ("vidx", 32)])
+# a streamed layout's pass header also says whether the pass consumes (0) or harvests (1) a chunk
+STREAM_PASS_HEADER = (PASS_HEADER[0], PASS_HEADER[1] + [("phase", 8)])
+PHASE_CONSUME, PHASE_HARVEST = 0, 1
 
 METADATA: list[tuple[str, int]] = [
     ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
@@ -76,6 +81,8 @@ class Layout:
     registers: list[dict[str, Any]] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
     phv_bits: int = 0
+    mode: str = "resident"                   # PassShape.mode
+    pipes: int = 1                           # PassShape.pipes: pipes the passes run in
     failure: tuple[str, str] | None = None   # (limit name, explanation)
 
 
@@ -89,18 +96,31 @@ def _value_arrays_per_pass(profile: TargetProfile, variant: str) -> int | None:
     return max(0, (s - 3) * a - 1)         # stage 3 shares one ALU with the exponent
 
 
-def _headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
+def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
     """The header layout of ``protocol``: OmniReduce adds the next non-zero block offset."""
     if protocol != "omnireduce":
         return HEADERS
     return [(n, f + [("next", 32)] if n == "agg" else f) for n, f in HEADERS]
 
 
-def _header_bits(passes: int, protocol: str = "switchml") -> int:
-    bits = sum(w for _, fields in _headers(protocol) for _, w in fields)
+def pass_header(mode: str) -> tuple[str, list[tuple[str, int]]]:
+    return STREAM_PASS_HEADER if mode == "stream" else PASS_HEADER
+
+
+def _header_bits(passes: int, protocol: str = "switchml", mode: str = "resident") -> int:
+    bits = sum(w for _, fields in wire_headers(protocol) for _, w in fields)
     if passes > 1:
-        bits += sum(w for _, w in PASS_HEADER[1])
+        bits += sum(w for _, w in pass_header(mode)[1])
     return bits
+
+
+def phv_bits(protocol: str, elements: int, passes: int, mode: str, value_width: int) -> int:
+    """PHV bits of one pass: headers, the values the pass holds and metadata.
+
+    A resident layout holds every value of the packet in each pass; a streamed one only
+    the values of the pass (the rest of the payload is not parsed)."""
+    held = elements // passes if mode == "stream" else elements
+    return _header_bits(passes, protocol, mode) + held * value_width + _metadata_bits()
 
 
 def _metadata_bits() -> int:
@@ -122,52 +142,14 @@ def _choose_passes(profile: TargetProfile, variant: str, elements: int) -> tuple
     return None
 
 
-def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int) -> Layout:
-    lay = Layout(variant=variant, elements=elements, slots=slots)
-    lanes = profile.lanes_per_register
+def layout_registers(spec: Spec, variant: str, slots: int, per_pass: int, lanes: int, pass_bits: int,
+                     pipes: int = 1) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """The register arrays of a layout, in P4Runtime-id order, without stages.
+
+    Also returns the planner's stage rule as data: ``groups`` take one stage each, in order,
+    from stage 1; ``tail`` fills the stages after them."""
     w = spec.value_width
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
-
-    # 1. worker bitmap: all words of one copy live in one stage
-    if profile.has_stage_limits and words > profile.alus_per_stage:
-        lay.failure = ("workers", f"max_workers={spec.max_workers} needs {words} bitmap words of {BITMAP_WORD_BITS} "
-                                  f"workers in one stage; {profile.name} has {profile.alus_per_stage} stateful ALUs per stage")
-        return lay
-    # 2. header fields
-    if slots > MAX_HEADER_SLOTS:
-        lay.failure = ("slots", f"slots={slots} exceeds the {SLOT_BITS}-bit slot field of pool_index "
-                                f"({MAX_HEADER_SLOTS} slots)")
-        return lay
-    # 3. frame size
-    hdr_bytes = sum(w_ for name, f in _headers(spec.protocol) if name != "ethernet" for _, w_ in f) // 8
-    payload_limit = (profile.mtu_bytes - hdr_bytes) * 8 // w
-    if elements > payload_limit:
-        lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
-                                   f"{profile.name} assumes an MTU of {profile.mtu_bytes} bytes")
-        return lay
-    # 4. passes
-    split = _choose_passes(profile, variant, elements)
-    if split is None:
-        cap = _value_arrays_per_pass(profile, variant)
-        lay.failure = ("elements", f"elements_per_packet={elements} cannot be split into at most {profile.max_passes} "
-                                   f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
-                                   f"lanes per pass on {profile.name}, {variant} variant)")
-        return lay
-    lay.passes, lay.per_pass = split
-    if spec.protocol == "omnireduce" and lay.passes > 1:
-        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.passes} pipeline passes on {profile.name}; "
-                                   f"an omnireduce block must fit one pass")
-        return lay
-    lay.pass_bits = (lay.passes - 1).bit_length()
-    # 5. PHV
-    lay.phv_bits = _header_bits(lay.passes, spec.protocol) + elements * w + _metadata_bits()
-    budget = profile.phv_budget_bits
-    if budget is not None and lay.phv_bits > budget:
-        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {elements} x {w}-bit "
-                                   f"values, metadata); {profile.name} has {budget}")
-        return lay
-
-    # 6. registers and stages
     regs: list[dict[str, Any]] = []
     groups: list[list[dict[str, Any]]] = []
 
@@ -184,9 +166,10 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     groups.append([reg(f"bitmap{i}", "bitmap", slots, BITMAP_WORD_BITS, 2, "slot", word=i) for i in range(words)])
     counter = reg("worker_count", "counter", sc, COUNTER_BITS, 1, "slot_copy")
     exponent = reg("exponent", "exponent", sc, EXPONENT_BITS, 1, "slot_copy")
-    ventries = sc << lay.pass_bits
-    values = [reg(f"values{j}", "values", ventries, w, lanes, "slot_copy_pass", elements=[j * lanes + i for i in range(lanes)])
-              for j in range(lay.per_pass // lanes)]
+    # folded passes: each pipe holds its own copy of the value arrays, indexed by (slot, copy)
+    ventries, vindex = (sc, "slot_copy") if pipes > 1 else (sc << pass_bits, "slot_copy_pass")
+    values = [reg(f"values{j}", "values", ventries, w, lanes, vindex, elements=[j * lanes + i for i in range(lanes)])
+              for j in range(per_pass // lanes)]
     if variant == "hardened":
         group = [counter, exponent]
         if spec.protocol == "omnireduce":
@@ -196,8 +179,78 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     else:
         groups.append([counter])
         tail = [exponent] + values
+    return regs, groups, tail
 
-    if profile.has_stage_limits:
+
+def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
+                  shape: PassShape | None = None) -> Layout:
+    lay = Layout(variant=variant, elements=elements, slots=slots)
+    lanes = profile.lanes_per_register
+    w = spec.value_width
+    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+
+    # 1. worker bitmap: all words of one copy live in one stage
+    if profile.has_stage_limits and words > profile.alus_per_stage:
+        lay.failure = ("workers", f"max_workers={spec.max_workers} needs {words} bitmap words of {BITMAP_WORD_BITS} "
+                                  f"workers in one stage; {profile.name} has {profile.alus_per_stage} stateful ALUs per stage")
+        return lay
+    # 2. header fields
+    if slots > MAX_HEADER_SLOTS:
+        lay.failure = ("slots", f"slots={slots} exceeds the {SLOT_BITS}-bit slot field of pool_index "
+                                f"({MAX_HEADER_SLOTS} slots)")
+        return lay
+    # 3. frame size
+    hdr_bytes = sum(w_ for name, f in wire_headers(spec.protocol) if name != "ethernet" for _, w_ in f) // 8
+    payload_limit = (profile.mtu_bytes - hdr_bytes) * 8 // w
+    if elements > payload_limit:
+        lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
+                                   f"{profile.name} assumes an MTU of {profile.mtu_bytes} bytes")
+        return lay
+    # 4. passes
+    if shape is None:
+        split = _choose_passes(profile, variant, elements)
+        if split is None:
+            cap = _value_arrays_per_pass(profile, variant)
+            lay.failure = ("elements", f"elements_per_packet={elements} cannot be split into at most {profile.max_passes} "
+                                       f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
+                                       f"lanes per pass on {profile.name}, {variant} variant)")
+            return lay
+        lay.passes, lay.per_pass = split
+    else:
+        why = shape_problem(profile, shape, elements)
+        if why:
+            lay.failure = ("layout", why)
+            return lay
+        lay.passes, lay.per_pass, lay.mode, lay.pipes = shape.passes, elements // shape.passes, shape.mode, shape.pipes
+    if spec.protocol == "omnireduce" and lay.passes > 1:
+        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.passes} pipeline passes on {profile.name}; "
+                                   f"an omnireduce block must fit one pass")
+        return lay
+    lay.pass_bits = (lay.passes - 1).bit_length()
+    # 5. PHV: a resident layout that overflows it is streamed (each pass parses only its own values)
+    budget = profile.phv_budget_bits
+    lay.phv_bits = phv_bits(spec.protocol, elements, lay.passes, lay.mode, w)
+    if shape is None and budget is not None and lay.phv_bits > budget and lay.passes > 1 and profile.is_tna:
+        streamed = phv_bits(spec.protocol, elements, lay.passes, "stream", w)
+        if streamed <= budget:
+            lay.mode, lay.phv_bits = "stream", streamed
+    if budget is not None and lay.phv_bits > budget:
+        held = lay.per_pass if lay.mode == "stream" else elements
+        lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {held} x {w}-bit "
+                                   f"values, metadata); {profile.name} has {budget}")
+        return lay
+
+    # 6. registers and stages
+    regs, groups, tail = layout_registers(spec, variant, slots, lay.per_pass, lanes, lay.pass_bits, lay.pipes)
+
+    placement = shape.stage_of if shape is not None else None
+    if placement is not None:
+        why = place(profile, regs, placement, decision.decision_table(variant, spec.protocol))
+        if why:
+            lay.failure = ("layout", why)
+            return lay
+        nstages = profile.stages
+    elif profile.has_stage_limits:
         a = profile.alus_per_stage
         stage = 1
         for g in groups:
@@ -254,11 +307,12 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     return lay
 
 
-def _largest_slots(profile: TargetProfile, spec: Spec, variant: str, elements: int) -> int:
+def _largest_slots(profile: TargetProfile, spec: Spec, variant: str, elements: int,
+                   shape: PassShape | None = None) -> int:
     lo, hi = 0, MAX_HEADER_SLOTS
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _build_layout(profile, spec, variant, elements, mid).failure is None:
+        if _build_layout(profile, spec, variant, elements, mid, shape).failure is None:
             lo = mid
         else:
             hi = mid - 1
@@ -283,11 +337,13 @@ def _default_elements(profile: TargetProfile, spec: Spec, variant: str) -> int:
     return _largest_elements(profile, spec, variant, 1, one_pass=True, power_of_two=True)
 
 
-def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout) -> InfeasibleError:
+def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout, shape: PassShape | None = None) -> InfeasibleError:
     limit, why = lay.failure
     variant = lay.variant
+    if limit == "layout":
+        return InfeasibleError(why)
     if limit == "slots":
-        best = _largest_slots(profile, spec, variant, lay.elements)
+        best = _largest_slots(profile, spec, variant, lay.elements, shape)
         tail = f"the largest slots that fits {profile.name} is {best}" if best else "no slot count fits"
         tail += f" (at elements_per_packet={lay.elements}, {variant} variant)"
     elif limit == "elements":
@@ -300,8 +356,13 @@ def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout) -> InfeasibleEr
     return InfeasibleError(f"{why}; {tail}")
 
 
-def fit(spec: Spec, profile: TargetProfile) -> Layout:
-    """Choose the variant and element count and lay the spec out, or raise."""
+def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Layout:
+    """Choose the variant and element count and lay the spec out, or raise.
+
+    ``shape`` fixes the passes, their PHV mode, the pipes and the stage placement (a layout
+    chosen by ``p4gen plan``); this pass re-checks it against every limit of the target."""
+    if shape is not None and spec.elements_per_packet is None:
+        raise InfeasibleError("a layout's shape needs elements_per_packet; the layout file gives none")
     if spec.protocol == "omnireduce":
         variants = ["hardened"]
     else:
@@ -317,12 +378,12 @@ def fit(spec: Spec, profile: TargetProfile) -> Layout:
                     lay.failure = ("elements", f"no element count fits one pass of {profile.name} ({variant} variant)")
                 first_failure = first_failure or lay
                 continue
-        lay = _build_layout(profile, spec, variant, elements, spec.slots)
+        lay = _build_layout(profile, spec, variant, elements, spec.slots, shape)
         if lay.failure is None:
             return lay
         first_failure = first_failure or lay
     assert first_failure is not None
-    raise _infeasible(profile, spec, first_failure)
+    raise _infeasible(profile, spec, first_failure, shape)
 
 
 # ---------------------------------------------------------------------------
@@ -394,11 +455,13 @@ def _resources(profile: TargetProfile, lay: Layout) -> dict[str, Any]:
     return res
 
 
-def _alternative(profile: TargetProfile, spec: Spec, lay: Layout) -> dict[str, Any]:
+def _alternative(profile: TargetProfile, spec: Spec, lay: Layout, shape: PassShape | None = None) -> dict[str, Any]:
     if spec.protocol == "omnireduce":
         return {"variant": "reference", "fits": False, "why": "omnireduce is built hardened only"}
     other = "reference" if lay.variant == "hardened" else "hardened"
-    alt = _build_layout(profile, spec, other, lay.elements, lay.slots)
+    # the other variant has other registers: same passes, mode and pipes, the planner's stage rule
+    alt_shape = PassShape(shape.passes, shape.mode, shape.pipes) if shape is not None else None
+    alt = _build_layout(profile, spec, other, lay.elements, lay.slots, alt_shape)
     if alt.failure is not None:
         return {"variant": other, "fits": False, "why": alt.failure[1]}
     return {"variant": other, "fits": True,
@@ -410,15 +473,16 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Layout) -> dict[str, A
                                    - sum(r["entries"] * r["entry_bits"] for r in lay.registers)}
 
 
-def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
-    """Run the planner passes and return the Plan."""
-    lay = fit(spec, profile)
+def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Plan:
+    """Run the planner passes and return the Plan (``shape``: a layout from ``p4gen plan``)."""
+    lay = fit(spec, profile, shape)
     table = decision.decision_table(lay.variant, spec.protocol)
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
     params = {
         "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
         "elements_per_packet": lay.elements, "elements_per_pass": lay.per_pass, "passes": lay.passes,
-        "pass_bits": lay.pass_bits, "value_width": spec.value_width, "lanes": profile.lanes_per_register,
+        "pass_bits": lay.pass_bits, "pass_mode": lay.mode, "pass_pipes": lay.pipes,
+        "value_width": spec.value_width, "lanes": profile.lanes_per_register,
         "bitmap_words": words, "bitmap_word_bits": BITMAP_WORD_BITS, "slot_bits": SLOT_BITS,
         "udp_port_min": UDP_PORT_MIN, "udp_port_max": UDP_PORT_MAX, "exponent_bias": EXPONENT_BIAS,
         "flood_group_base": FLOOD_GROUP_BASE, "recirc_port": RECIRC_PORT[profile.arch],
@@ -427,14 +491,14 @@ def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
         "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),
     }
     headers = [{"name": n, "fields": [{"name": f, "bits": b} for f, b in fields],
-                "bytes": sum(b for _, b in fields) // 8} for n, fields in _headers(spec.protocol)]
+                "bytes": sum(b for _, b in fields) // 8} for n, fields in wire_headers(spec.protocol)]
     headers.append({"name": "data", "repeat": lay.passes,
                     "fields": [{"name": f"d{i}", "bits": spec.value_width} for i in range(lay.per_pass)],
                     "bytes": lay.per_pass * spec.value_width // 8})
     if lay.passes > 1:
-        headers.append({"name": PASS_HEADER[0], "internal": True,
-                        "fields": [{"name": f, "bits": b} for f, b in PASS_HEADER[1]],
-                        "bytes": sum(b for _, b in PASS_HEADER[1]) // 8})
+        name, fields = pass_header(lay.mode)
+        headers.append({"name": name, "internal": True, "fields": [{"name": f, "bits": b} for f, b in fields],
+                        "bytes": sum(b for _, b in fields) // 8})
     tables, actions, counters, p4regs = _program({**params}, table, lay.registers, profile)
     for r, p in zip(lay.registers, p4regs):
         r["id"] = p["id"]
@@ -458,8 +522,8 @@ def make_plan(spec: Spec, profile: TargetProfile) -> Plan:
         "counters": counters,
         "decision": table,
         "resources": _resources(profile, lay),
-        "alternative": _alternative(profile, spec, lay),
-        "limits": {"largest_slots": _largest_slots(profile, spec, lay.variant, lay.elements)},
+        "alternative": _alternative(profile, spec, lay, shape),
+        "limits": {"largest_slots": _largest_slots(profile, spec, lay.variant, lay.elements, shape)},
         "p4names": {"ingress": "P4genIngress", "egress": "P4genEgress",
                     "prefix": "pipe." if profile.is_tna else ""},
     }

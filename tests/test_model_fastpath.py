@@ -13,6 +13,7 @@ from p4gen import decision, ops
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.switch.model import FAST_KERNELS, ModelError, SwitchModel, WorkerAddr, job_config
+from p4gen.layout.shape import PassShape
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -75,6 +76,10 @@ PLANS = {
     "reference": _plan("reference"),
     "hardened": _plan("hardened"),
     "hardened-2pass-2words": _plan("hardened", "tofino", 128, 40),
+    # layouts of p4gen plan: 4 streamed passes in one pipe; 2 passes folded over 2 pipes (per-pipe arrays)
+    "hardened-stream4": make_plan(make_spec(slots=4, elements_per_packet=256, max_workers=40), load_target("tofino")),
+    "hardened-folded2": make_plan(make_spec(slots=4, elements_per_packet=128, max_workers=40), load_target("tofino"),
+                                  PassShape(2, "resident", 2)),
 }
 
 

@@ -88,6 +88,7 @@ def context(plan: Plan) -> dict[str, Any]:
     for r in d["registers"]:
         regs.append({**r, "lo_hi": r["lanes"] == 2})
     step_roles = [s["role"] for s in plan.decision["steps"]]
+    stream = passes > 1 and p.get("pass_mode") == "stream"
 
     def fq(scope: str, name: str) -> str:
         ctl = d["p4names"]["ingress"] if scope == "ingress" else d["p4names"]["egress"]
@@ -108,10 +109,12 @@ def context(plan: Plan) -> dict[str, Any]:
         "plan": d, "p": p, "arch": arch, "is_tna": arch in ("tna", "t2na"),
         "include": {"tna": "tna.p4", "t2na": "t2na.p4", "v1model": "v1model.p4"}[arch],
         "consts": consts, "op_const": op_const, "headers": headers, "data": data, "passes": passes,
-        "data_insts": [f"data{i}" for i in range(passes)],
+        "data_insts": ["data0"] if stream else [f"data{i}" for i in range(passes)],
         "recirc": plan.header("recirc") if passes > 1 else None,
         "meta": d["metadata"] + [{"name": f"mask{i}", "bits": 32} for i in range(p["bitmap_words"])]
-                + [{"name": f"seen{i}", "bits": 8} for i in range(p["bitmap_words"])],
+                + [{"name": f"seen{i}", "bits": 8} for i in range(p["bitmap_words"])]
+                + ([{"name": "harvest", "bits": 8}] if stream else []),
+        **_pass_context(plan),
         "registers": regs, "values": [r for r in regs if r["role"] == "values"],
         "bitmaps": [r for r in regs if r["role"] == "bitmap"],
         "reg": {r["name"]: r for r in regs if r["role"] != "values" and r["role"] != "bitmap"},
@@ -127,6 +130,36 @@ def context(plan: Plan) -> dict[str, Any]:
         "omni": d["protocol"] == "omnireduce",
         "data_bytes": data["bytes"],
     }
+
+
+def _pass_context(plan: Plan) -> dict[str, Any]:
+    """How the TNA program moves a packet between passes (see p4gen.layout.shape).
+
+    ``recirc_ports``: select cases of the ports whose packets carry the pass header (the
+    recirculation port; with folded pipes also every port of a pipe that holds no workers
+    and the recirculation port of each home pipe); ``consume_port`` and ``harvest_port``:
+    where the next consume or harvest pass enters; ``index_shift``: how far (slot, copy)
+    is shifted to make room for the pass number in a value array's index (folded pipes
+    each hold their own arrays, so none)."""
+    from ..planner import PHASE_CONSUME, PHASE_HARVEST
+
+    p = plan.params
+    fold = int(p.get("pass_pipes", 1))
+    ctx: dict[str, Any] = {"stream": p["passes"] > 1 and p.get("pass_mode") == "stream", "folded": fold > 1,
+                           "phase_consume": PHASE_CONSUME, "phase_harvest": PHASE_HARVEST}
+    if fold == 1:
+        return {**ctx, "recirc_ports": ["RECIRC_PORT"], "consume_port": "RECIRC_PORT", "harvest_port": "RECIRC_PORT",
+                "index_shift": p["pass_bits"]}
+    local = p["recirc_port"] & 0x7F
+    ports = []
+    for pipe in range(int(plan.target["pipes"])):
+        if pipe % fold:
+            ports.append(f"{_hex(pipe << 7)} &&& 0x180")     # a loopback pipe: every port
+        else:
+            ports.append(_hex(pipe << 7 | local))           # a home pipe: its recirculation port
+    pipe = "(hdr.recirc.port[8:7] + hdr.recirc.index[1:0])"
+    return {**ctx, "recirc_ports": ports, "consume_port": f"{pipe} ++ hdr.recirc.port[6:0]",
+            "harvest_port": f"{pipe} ++ 7w{local}", "index_shift": None}
 
 
 _CONST = re.compile(r"^const bit<\d+> (\w+) = [^;]+;\n", re.M)

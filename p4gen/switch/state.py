@@ -85,7 +85,12 @@ class SwitchState:
         cols = sorted(c for cs in self._vcols.values() for c in cs)
         if vregs and cols != list(range(L.elements_per_pass)):
             raise ModelError("plan value registers do not cover each element of a pass exactly once")
-        self._vals = np.zeros((entries.pop() if entries else 0, L.elements_per_pass), dtype=L.native_dtype)
+        rows = entries.pop() if entries else 0
+        if int(p.get("pass_pipes", 1)) > 1:
+            # folded passes: each pipe holds its own copy of the value arrays (slot, copy); the model keeps
+            # them as one array with pass k of (slot, copy) at row (slot_copy << pass_bits) | k
+            rows <<= int(p["pass_bits"])
+        self._vals = np.zeros((rows, L.elements_per_pass), dtype=L.native_dtype)
         self._pass_bits = int(p["pass_bits"])
         self._passes = L.passes
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
+from p4gen.layout.shape import shape_from_dict
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 
 HERE = Path(__file__).resolve().parent
 
-# (target, file stem, spec fields)
+# (target, file stem, spec fields; "shape": a layout's pass shape as in a layout file)
 CASES = [
     ("tofino", "switchml", {"slots": 512}),
     ("tofino", "switchml-reference", {"slots": 512, "variant": "reference"}),
@@ -28,11 +29,22 @@ CASES = [
     ("tofino", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
     ("tofino2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
     ("bmv2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
+    # layouts p4gen plan chooses: 1 KiB in 4 streamed passes (each pass parses only its 64 values), in one
+    # pipe or folded over 4; 512 B in 2 resident passes folded over 2 pipes; Tofino2's 360 in 3 folded passes
+    ("tofino", "switchml-stream4", {"slots": 512, "elements_per_packet": 256}),
+    ("tofino", "switchml-stream4-folded", {"slots": 512, "elements_per_packet": 256,
+                                           "shape": {"passes": 4, "mode": "stream", "pipes": 4}}),
+    ("tofino", "switchml-2pass-folded", {"slots": 512, "elements_per_packet": 128,
+                                         "shape": {"passes": 2, "mode": "resident", "pipes": 2}}),
+    ("tofino2", "switchml-stream3-folded", {"slots": 512, "elements_per_packet": 360,
+                                            "shape": {"passes": 3, "mode": "stream", "pipes": 3}}),
 ]
 
 
 def outputs(target: str, fields: dict) -> dict[str, str]:
-    plan = make_plan(make_spec(**fields), load_target(target))
+    fields = dict(fields)
+    shape = shape_from_dict(fields.pop("shape")) if "shape" in fields else None
+    plan = make_plan(make_spec(**fields), load_target(target), shape)
     return {"p4": render_p4(plan), "p4info.txt": render_p4info(plan)}
 
 
