@@ -35,6 +35,7 @@ from .output import MARKER, OUTPUTS, OWN_NAMES, PROGRAM, check as check_output, 
 
 TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
 if TYPE_CHECKING:
+    from .layout.shape import PassShape
     from .plan import Plan
     from .spec import Spec
     from .target import TargetProfile
@@ -54,7 +55,7 @@ def cache_root() -> Path:
 def _generator_digest() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
-    for sub in ("", "emit", "targets"):
+    for sub in ("", "emit", "layout", "targets"):
         folder = root.joinpath(sub) if sub else root
         for p in sorted(folder.iterdir(), key=lambda p: p.name):
             if p.name.endswith((".py", ".toml")):
@@ -232,22 +233,25 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
         return files
 
 
-def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True,
-            compile_p4: bool = False) -> tuple[str, dict[str, bytes], Plan, bool]:
-    """(key, files, plan, cache hit) of one build; writes nothing but the cache."""
+def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compile_p4: bool = False,
+            shape: PassShape | None = None) -> tuple[str, dict[str, bytes], Plan, bool]:
+    """(key, files, plan, cache hit) of one build; writes nothing but the cache.  ``shape``: a layout
+    chosen by ``p4gen plan`` (part of the key)."""
     extra = {}
     if compile_p4:
         compiler = find_compiler(profile.arch)
         if compiler is None:
             compile_program(profile.arch, b"")  # raises the one-line error
         extra = {"compiler": compiler[0], "compiler_version": compiler_version(compiler[1])}
+    if shape is not None:
+        extra = {**extra, "layout": shape.to_dict()}
     key = build_key(spec, profile, extra)
     files = _cache_get(key) if use_cache else None
     hit = files is not None
     if files is None:
         from .planner import make_plan
 
-        plan = make_plan(spec, profile)
+        plan = make_plan(spec, profile, shape)
         files = render_all(plan)
         if compile_p4:
             files.update(compile_program(profile.arch, files[PROGRAM]))
@@ -265,9 +269,9 @@ def _with_marker(key: str, files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
-          force: bool = False, compile_p4: bool = False) -> BuildResult:
+          force: bool = False, compile_p4: bool = False, shape: PassShape | None = None) -> BuildResult:
     check_output(out_dir, force)                 # refuse before planning
-    key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4)
+    key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape)
     write_outputs([(out_dir, _with_marker(key, files))], force)
     return BuildResult(out_dir=Path(out_dir), key=key, cache_hit=hit, plan=plan,
                        files={n: _sha(d) for n, d in files.items()})

@@ -81,6 +81,18 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from . import build as buildmod
 
     t0 = time.perf_counter()
+    if args.layout is not None:
+        from .layout.cli import build_layout
+
+        spec, profile, shape = build_layout(args)
+        out = args.out if args.out is not None else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
+        results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
+                                  compile_p4=args.compile, shape=shape)]
+        return _report_builds(args, results, t0)
+    stray = [n for n in ("link_gbps", "rtt_us", "size", "framing_bytes", "ports_per_pipe") if getattr(args, n) is not None]
+    if stray:
+        raise P4genError(f"--{stray[0].replace('_', '-')} describes a workload; it applies with --layout best only")
+    args.target = args.target or "tofino"
     inputs = _direct_inputs(args)
     dkey = buildmod.direct_key(inputs) if inputs is not None else None
     hit = buildmod.build_direct(dkey, args.out, force=args.force) if dkey else None
@@ -101,6 +113,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
             root = args.out if args.out is not None else Path("p4gen-out") / spec.protocol
             results = buildmod.build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
                                           compile_p4=args.compile)
+    return _report_builds(args, results, t0)
+
+
+def _report_builds(args: argparse.Namespace, results: list, t0: float) -> int:
     dt = time.perf_counter() - t0
     for res in results:
         d = res.plan_data
@@ -139,14 +155,21 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--value-width", type=int, help="bits per value: 32 (default) or 16")
     b.add_argument("--jobs", type=int, help="concurrent jobs the tables are sized for (default 1)")
     tgt = b.add_mutually_exclusive_group()
-    tgt.add_argument("--target", default="tofino",
-                     help="built-in target profile (see `p4gen targets`); several, comma-separated, build in parallel")
+    tgt.add_argument("--target",
+                     help="built-in target profile (default tofino; see `p4gen targets`); several, comma-separated, "
+                          "build in parallel")
     tgt.add_argument("--target-file", help="a target profile of your own (TOML)")
     b.add_argument("--out", help="output directory (default p4gen-out/<target>-<protocol>)")
     b.add_argument("--no-cache", action="store_true", help="ignore and do not fill the build cache")
     b.add_argument("--force", action="store_true", help="write into a non-empty directory p4gen did not create")
     b.add_argument("--compile", action="store_true", help="also compile with p4c-bm2-ss / p4test from PATH")
     b.add_argument("--verify", action="store_true", help="run `p4gen verify` on the result")
+    b.add_argument("--layout", metavar="best|FILE",
+                   help="build the layout `p4gen plan` chose: a layout file, or best (searched now for the workload "
+                        "given by --workers, --link-gbps, --rtt-us and --size)")
+    from .layout.cli import add_workload_args
+
+    add_workload_args(b, required=False)
     b.set_defaults(func=_cmd_build)
 
     t = sub.add_parser("targets", help="list target profiles and their limits")
@@ -160,7 +183,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 # Subcommands that live with their own package: each module has register(subparsers).
-_SUBCOMMAND_MODULES: list[str] = ["p4gen.verify.cli", "p4gen.controller.cli", "p4gen.testbed.cli"]
+_SUBCOMMAND_MODULES: list[str] = ["p4gen.verify.cli", "p4gen.controller.cli", "p4gen.testbed.cli", "p4gen.layout.cli"]
 _CORE_COMMANDS = ("build", "targets")
 
 

@@ -41,7 +41,8 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
 _WHY = {"lanes_per_register": " (the templates lay values out as {lo, hi} register pairs)"}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _STR_FIELDS = ("name", "arch", "description")
-_FLOAT_FIELDS = ("aggregate_rate_gbps",)
+# rates and latencies read by the layout cost model (p4gen.layout.cost); absent = no such bound
+_FLOAT_FIELDS = ("aggregate_rate_gbps", "port_gbps", "recirc_gbps", "pass_latency_ns", "packet_rate_kpps")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,10 @@ class TargetProfile:
     tagalong_bits: int | None = None
     max_register_entries: int | None = None
     aggregate_rate_gbps: float | None = None
+    port_gbps: float | None = None          # fastest front-panel port
+    recirc_gbps: float | None = None        # a pipe's dedicated recirculation port
+    pass_latency_ns: float | None = None    # one pass through a pipe
+    packet_rate_kpps: float | None = None   # packets the whole switch processes per second (software switches)
     source: str = "builtin"
 
     @property

@@ -1,0 +1,174 @@
+"""``p4gen plan --jobs jobs.toml``: the jobs file, the split table and the controller job files.
+
+::
+
+    switch_mac = "02:00:00:00:00:fe"     # optional, copied into every job file
+
+    [[jobs]]
+    name = "resnet"          # required, unique
+    workers = 8              # required, 2 or more
+    link_gbps = 100          # required
+    rtt_us = 400             # required
+    size = "1GiB"            # required: elements, or float32 bytes
+    density = 1.0            # optional; below 1 the job is sparse (OmniReduce)
+    framing_bytes = 24       # optional
+    [[jobs.hosts]]           # optional, one per worker: id, port, mac, ip, udp_port as in a job file
+    ...
+
+Without ``hosts`` the job files give each worker p4gen's testbed addressing (worker k of
+the switch overall: MAC 02:00:00:00:00:k, IP 10.0.0.k) on the ports of its pipe group's
+home pipe; replace them with your hosts'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from .cost import ETHERNET_FRAMING_BYTES, Workload
+from .jobs import Job, Split, equal_split, home_pipe, plan_jobs
+
+_JOB_KEYS = ("name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "hosts")
+_HOST_KEYS = ("id", "port", "mac", "ip", "udp_port")
+
+
+def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, list[dict]]]:
+    from .cli import parse_size
+
+    p = Path(path)
+    try:
+        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"jobs file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"jobs file {str(p)!r} cannot be read: {exc.__class__.__name__}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"jobs file {str(p)!r} is not valid TOML: {exc}") from None
+    unknown = sorted(set(doc) - {"jobs", "switch_mac"})
+    if unknown:
+        raise SpecError(f"{p.name}: unknown key {unknown[0]!r}; known keys: jobs, switch_mac")
+    raw = doc.get("jobs")
+    if not isinstance(raw, list) or not all(isinstance(j, dict) for j in raw):
+        raise SpecError(f"{p.name}: needs [[jobs]] tables")
+    jobs, hosts, names = [], {}, set()
+    for i, j in enumerate(raw):
+        where = f"{p.name}: jobs[{i}]"
+        bad = sorted(set(j) - set(_JOB_KEYS))
+        if bad:
+            raise SpecError(f"{where} has an unknown key {bad[0]!r}; known keys: {', '.join(_JOB_KEYS)}")
+        for key in ("name", "workers", "link_gbps", "rtt_us", "size"):
+            if key not in j:
+                raise SpecError(f"{where}.{key} is missing")
+        name = j["name"]
+        if not isinstance(name, str) or not name or not name.replace("-", "").replace("_", "").isalnum():
+            raise SpecError(f"{where}.name={name!r} must be a word of letters, digits, - and _")
+        if name in names:
+            raise SpecError(f"{where}.name={name!r} repeats an earlier job's")
+        names.add(name)
+
+        def number(key: str, kind=(int, float)):
+            v = j[key]
+            if isinstance(v, bool) or not isinstance(v, kind):
+                raise SpecError(f"{where}.{key}={v!r} must be a number")
+            return v
+
+        try:
+            wl = Workload(number("workers", int), float(number("link_gbps")), float(number("rtt_us")),
+                          parse_size(str(j["size"])), float(j.get("density", 1.0)),
+                          int(j.get("framing_bytes", ETHERNET_FRAMING_BYTES)))
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+        jobs.append(Job(name, wl))
+        if "hosts" in j:
+            hs = j["hosts"]
+            if not isinstance(hs, list) or len(hs) != wl.workers or not all(isinstance(h, dict) for h in hs):
+                raise SpecError(f"{where}.hosts must be {wl.workers} tables, one per worker")
+            for k, h in enumerate(hs):
+                bad = sorted(set(h) - set(_HOST_KEYS))
+                if bad or not {"port", "mac", "ip", "udp_port"} <= set(h):
+                    raise SpecError(f"{where}.hosts[{k}] needs port, mac, ip and udp_port (and may give id)")
+            hosts[name] = hs
+    return jobs, {"switch_mac": doc["switch_mac"]} if "switch_mac" in doc else {}, hosts
+
+
+def _workers(profile, split: Split, plan, index0: int, given: list[dict] | None) -> list[dict]:
+    if given is not None:
+        return [{"id": h.get("id", k), **{key: h[key] for key in ("port", "mac", "ip", "udp_port")}}
+                for k, h in enumerate(given)]
+    home = home_pipe(profile, split, plan.group)
+    out = []
+    for k in range(plan.job.workload.workers):
+        g = index0 + k + 1
+        # TNA: 100G-class ports are 4 lanes apart within a pipe (dev_port = pipe << 7 | 4 i); v1model: 1, 2, ...
+        port = (home << 7) | (4 * k) if profile.is_tna else g
+        out.append({"id": k, "port": port, "mac": f"02:00:00:00:{g >> 8:02x}:{g & 0xff:02x}",
+                    "ip": f"10.0.{g >> 8}.{g & 0xff}", "udp_port": 48864})
+    return out
+
+
+def _toml_job(number: int, plan, workers: list[dict], extra: dict[str, Any], generated: bool) -> str:
+    lines = [f"# job {plan.job.name}: {plan.job.workload.workers} workers, pipe group {plan.group}, "
+             f"slots {plan.slot_base}..{plan.slot_base + plan.slot_count - 1} (p4gen plan --jobs)"]
+    if generated:
+        lines.append("# worker addresses follow p4gen's testbed convention; replace them with your hosts'")
+    lines += [f"job = {number}", f"mgid = {number}", f"slot_base = {plan.slot_base}", f"slot_count = {plan.slot_count}"]
+    if "switch_mac" in extra:
+        lines.append(f"switch_mac = {json.dumps(extra['switch_mac'])}")
+    for w in workers:
+        lines += ["", "[[workers]]"] + [f"{k} = {json.dumps(v)}" for k, v in w.items()]
+    return "\n".join(lines) + "\n"
+
+
+def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
+    from .cli import _widths
+    from .layoutfile import layout_document, write_layout
+
+    objective = {"time": "makespan", "makespan": "makespan", "sum": "sum"}.get(args.objective)
+    if objective is None:
+        raise SpecError(f"--objective {args.objective!r}: with --jobs use makespan (default) or sum")
+    jobs, extra, hosts = load_jobs(args.jobs)
+    split, evaluated = plan_jobs(profile, jobs, objective, args.variant, _widths(args))
+    equal = equal_split(profile, jobs, split)
+    out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-jobs"
+    spec, shape = split.spec, split.shape
+    write_layout(out / "layout.json", layout_document(profile.name, spec, shape, objective=objective,
+                                                      jobs=[j.workload.to_dict() | {"name": j.name} for j in jobs]))
+    files = []
+    index0 = 0
+    for number, plan in enumerate(split.jobs, start=1):
+        workers = _workers(profile, split, plan, index0, hosts.get(plan.job.name))
+        index0 += plan.job.workload.workers
+        path = out / f"job-{plan.job.name}.toml"
+        path.write_text(_toml_job(number, plan, workers, extra, plan.job.name not in hosts), encoding="utf-8")
+        files.append(path)
+    print(render_split(profile, split, equal, evaluated))
+    print(f"layout written to {out / 'layout.json'} (build it with: p4gen build --layout {out / 'layout.json'}); "
+          f"job files: {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def render_split(profile, split: Split, equal: Split, evaluated: int) -> str:
+    s, sh = split.spec, split.shape
+    gain = 100 * (equal.value - split.value) / equal.value
+    name = "makespan" if split.objective == "makespan" else "sum of completion times"
+    lines = [f"plan --jobs: {len(split.jobs)} jobs on {profile.name}, one {s.protocol} program: "
+             f"{s.elements_per_packet} elements per packet in {sh.passes} {sh.mode} pass(es) over {sh.pipes} pipe(s), "
+             f"{s.slots} slots to split; objective {name} ({evaluated} layouts evaluated, the rest bounded out)", ""]
+    head = ("job", "workers", "RTT us", "elements", "group", "slots", "predicted", "equal split slots", "equal split",
+            "gain")
+    rows = []
+    for a, b in zip(split.jobs, equal.jobs):
+        wl = a.job.workload
+        rows.append([a.job.name, str(wl.workers), f"{wl.rtt_us:g}", str(wl.elements), str(a.group),
+                     f"{a.slot_base}+{a.slot_count}", f"{a.time_s * 1e3:.3f} ms", f"{b.slot_base}+{b.slot_count}",
+                     f"{b.time_s * 1e3:.3f} ms", f"{100 * (b.time_s - a.time_s) / b.time_s:.1f}%"])
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+    lines += ["", f"{name}: {split.value * 1e3:.3f} ms against {equal.value * 1e3:.3f} ms with an equal static split "
+                  f"of the same layout's slots ({gain:.1f}% lower)"]
+    return "\n".join(lines)

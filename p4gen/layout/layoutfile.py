@@ -1,0 +1,65 @@
+"""Layout files: what ``p4gen plan`` chose, as ``p4gen build --layout FILE`` reads it.
+
+A JSON document::
+
+    {"schema": "p4gen.layout/1", "target": "tofino",
+     "spec": {"protocol": "switchml", "variant": "hardened", "max_workers": 32, "slots": 188,
+              "elements_per_packet": 256, "value_width": 32, "jobs": 1},
+     "shape": {"passes": 4, "mode": "stream", "pipes": 4, "placement": {"chunk": 1, ...}},
+     "objective": "time", "workload": {...}, "predicted": {...}}
+
+``spec`` and ``shape`` are what the build uses; the rest records why it was chosen.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import SpecError
+from ..spec import Spec, make_spec
+from .shape import PassShape, shape_from_dict
+
+SCHEMA = "p4gen.layout/1"
+
+
+def layout_document(target: str, spec: Spec, shape: PassShape, **extra: Any) -> dict[str, Any]:
+    return {"schema": SCHEMA, "target": target, "spec": spec.to_dict(), "shape": shape.to_dict(), **extra}
+
+
+def write_layout(path: str | Path, doc: dict[str, Any]) -> Path:
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot write layout file {str(p)!r}: {exc.strerror or exc}") from None
+    return p
+
+
+def read_layout(path: str | Path) -> tuple[str, Spec, PassShape]:
+    """(target name, spec, shape) of a layout file; one-line SpecError on any problem."""
+    p = Path(path)
+    name = f"layout file {str(p)!r}"
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"{name} does not exist (write one with p4gen plan)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{name} cannot be read: {exc.__class__.__name__}") from None
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        got = doc.get("schema") if isinstance(doc, dict) else None
+        raise SpecError(f"{name} has schema {got!r}; this p4gen reads {SCHEMA!r}")
+    for key in ("target", "spec", "shape"):
+        if key not in doc:
+            raise SpecError(f"{name} lacks the key {key!r}")
+    if not isinstance(doc["target"], str) or not isinstance(doc["spec"], dict):
+        raise SpecError(f"{name}: target must be a name and spec a table")
+    try:
+        spec = make_spec(**doc["spec"])
+    except SpecError as exc:
+        raise SpecError(f"{name}: {exc}") from None
+    return doc["target"], spec, shape_from_dict(doc["shape"], name)

@@ -1,0 +1,325 @@
+"""The outer level of the search: elements per packet, passes, pipes, PHV mode, value width, slots.
+
+Every shape (elements E, passes P, mode, pipes, value width) that the target's frame size,
+pass limit, lanes and PHV allow is enumerated; none is skipped.  Along the slot axis the
+search is exact without enumerating every count: fitting never gets easier with more slots
+(every array grows), so the largest slot count that fits is found by bisection; below the
+window that reaches the other bounds (``window_saturates_at``) the predicted time falls
+with every slot added, and above it a dense job's time stays flat while a sparse job's
+grows (one more discovery round per stream), so the time-optimal window is
+``min(largest that fits, window_saturates_at)``.  For each shape and slot count the inner
+level (:mod:`.inner`) finds the placement with the fewest stages exactly.  The result is
+the optimum on the cost model over the whole space; its size is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .. import decision
+from ..errors import InfeasibleError
+from ..planner import MAX_HEADER_SLOTS, fit, layout_registers, phv_bits, wire_headers
+from ..spec import Spec, make_spec
+from ..stages import step_dependencies
+from ..target import TargetProfile
+from . import inner
+from .cost import Geometry, Prediction, Workload, predict, workload_problem
+from .shape import PassShape
+
+OBJECTIVES = ("time", "slots", "stages")
+SWITCHML_SLOTS = 8192      # p4app-switchML configuration.p4: num_slots = register_size / 2 = 16384 / 2
+
+
+@dataclass
+class Candidate:
+    spec: Spec                 # protocol, variant, workers, slots, elements, value width
+    shape: PassShape           # passes, mode, pipes, placement
+    placement: inner.Placement | None
+    prediction: Prediction
+    label: str = ""
+
+    @property
+    def key(self) -> tuple:
+        return (self.spec.elements_per_packet, self.shape.passes, self.shape.mode, self.shape.pipes,
+                self.spec.value_width)
+
+    @property
+    def stages_used(self) -> int | None:
+        return self.placement.stages_used if self.placement else None
+
+    @property
+    def sram_blocks(self) -> int | None:
+        return self.placement.sram_blocks if self.placement else None
+
+    def describe(self) -> dict[str, Any]:
+        s, p = self.spec, self.prediction
+        return {"label": self.label, "elements_per_packet": s.elements_per_packet, "passes": self.shape.passes,
+                "mode": self.shape.mode, "pipes": self.shape.pipes, "value_width": s.value_width, "slots": s.slots,
+                "variant": s.variant, "stages_used": self.stages_used, "sram_blocks": self.sram_blocks,
+                "predicted": p.to_dict()}
+
+
+@dataclass
+class SearchResult:
+    profile: TargetProfile
+    workload: Workload
+    objective: str
+    best: Candidate
+    runners_up: list[Candidate]
+    references: list[Candidate]
+    shapes: int                # shapes enumerated
+    shapes_fitting: int        # shapes with a slot count that fits
+    slot_range: int            # slot counts per shape covered by the bisection
+    certified: bool | None = None   # Z3 confirmed the best placement's stage count (None: not asked)
+    notes: list[str] = field(default_factory=list)
+
+    def gain(self, ref: Candidate) -> float:
+        return 100.0 * (ref.prediction.time_s - self.best.prediction.time_s) / ref.prediction.time_s
+
+
+@dataclass
+class _Ctx:
+    profile: TargetProfile
+    workload: Workload
+    base: Spec
+    deps: dict[str, set[str]]
+
+
+def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
+    hdr = sum(b for name, f in wire_headers(protocol) if name != "ethernet" for _, b in f) // 8
+    return (profile.mtu_bytes - hdr) * 8 // width
+
+
+def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tuple[int, int, str, int, int]]:
+    """Every (elements, passes, mode, pipes, width) the frame, pass and lane limits and the PHV allow."""
+    out = []
+    lanes = profile.lanes_per_register
+    budget = profile.phv_budget_bits
+    for w in widths:
+        for e in range(lanes, _mtu_elements(profile, protocol, w) + 1, lanes):
+            if e % 2:
+                continue
+            for p in range(1, (profile.max_passes if protocol != "omnireduce" else 1) + 1):
+                if e % p or (e // p) % lanes:
+                    continue
+                modes = ["resident"] + (["stream"] if p > 1 and profile.is_tna else [])
+                for mode in modes:
+                    if budget is not None and phv_bits(protocol, e, p, mode, w) > budget:
+                        continue
+                    for pipes in sorted({1, p}):
+                        if pipes > 1 and (not profile.is_tna or pipes > profile.pipes):
+                            continue
+                        out.append((e, p, mode, pipes, w))
+    return out
+
+
+def _regs(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int) -> list[dict[str, Any]]:
+    e = spec.elements_per_packet
+    regs, _, _ = layout_registers(spec, ctx.base.variant, slots, e // shape.passes, ctx.profile.lanes_per_register,
+                                  (shape.passes - 1).bit_length(), shape.pipes)
+    return regs
+
+
+def _fits(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int) -> inner.Placement | None:
+    if slots > MAX_HEADER_SLOTS:
+        return None
+    regs = _regs(ctx, spec, shape, slots)
+    limit = ctx.profile.max_register_entries
+    if limit is not None and any(r["entries"] > limit for r in regs):
+        return None
+    return inner.place(ctx.profile, regs, ctx.deps)
+
+
+def _largest_slots(ctx: _Ctx, spec: Spec, shape: PassShape) -> int:
+    lo, hi = 0, MAX_HEADER_SLOTS
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits(ctx, spec, shape, mid) is not None:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _geometry(spec: Spec, shape: PassShape, slots: int) -> Geometry:
+    return Geometry(spec.protocol, spec.elements_per_packet, shape.passes, shape.mode, shape.pipes, spec.value_width,
+                    slots)
+
+
+def _prefer_planner_rule(ctx: _Ctx, spec: Spec, shape: PassShape, found: inner.Placement) -> inner.Placement:
+    """The planner's own stage rule when it fits with as few stages (the program then equals a default build)."""
+    try:
+        lay = fit(spec, ctx.profile, replace(shape, placement=None))
+    except InfeasibleError:
+        return found
+    if not ctx.profile.has_stage_limits:
+        return found
+    used = max(r["stage"] for r in lay.registers) + 1
+    if used > found.stages_used:
+        return found
+    return inner.Placement({r["name"]: r["stage"] for r in lay.registers}, used, found.sram_blocks)
+
+
+def _candidate(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int, label: str = "") -> Candidate | None:
+    spec = replace(spec, slots=slots)
+    found = _fits(ctx, spec, shape, slots)
+    if found is None:
+        return None
+    found = _prefer_planner_rule(ctx, spec, shape, found)
+    shape = replace(shape, placement=found.as_tuple())
+    return Candidate(spec, shape, found, predict(ctx.profile, ctx.workload, _geometry(spec, shape, slots)), label)
+
+
+def _window_for(ctx: _Ctx, spec: Spec, shape: PassShape, smax: int, target: float | None) -> int:
+    """Time objective (target None): the smallest window that reaches the other bounds; else the
+    smallest window whose predicted time is within ``target``."""
+    sat = predict(ctx.profile, ctx.workload, _geometry(spec, shape, smax)).window_saturates_at
+    if target is None:
+        return max(1, min(smax, sat))
+    lo, hi = 1, max(1, min(smax, sat))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if predict(ctx.profile, ctx.workload, _geometry(spec, shape, mid)).time_s <= target:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def _order(objective: str):
+    if objective == "time":
+        return lambda c: (c.prediction.time_s, c.stages_used or 0, c.sram_blocks or 0, c.spec.slots)
+    if objective == "slots":
+        return lambda c: (c.sram_blocks or 0, c.spec.slots, c.prediction.time_s)
+    return lambda c: (c.stages_used or 0, c.prediction.time_s, c.sram_blocks or 0)
+
+
+def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switchml", variant: str = "hardened",
+           widths: list[int] | None = None, objective: str = "time", slack: float = 0.05,
+           max_workers: int | None = None, top: int = 4, certify: bool = True,
+           fill_rtt: bool = False) -> SearchResult:
+    """The best layout of ``workload`` on ``profile`` for ``objective``, its runners-up and the references."""
+    if objective not in OBJECTIVES:
+        raise InfeasibleError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
+    why = workload_problem(profile, workload)
+    if why:
+        raise InfeasibleError(why)
+    widths = widths or [32]
+    mw = max_workers or max(32, workload.workers)
+    base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
+                     value_width=widths[0])
+    ctx = _Ctx(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)))
+    all_shapes = shapes(profile, protocol, widths)
+    fitted: list[tuple[Spec, PassShape, int]] = []
+    for e, p, mode, pipes, w in all_shapes:
+        spec = replace(base, elements_per_packet=e, value_width=w)
+        shape = PassShape(p, mode, pipes)
+        smax = _largest_slots(ctx, spec, shape)
+        if smax:
+            fitted.append((spec, shape, smax))
+    if not fitted:
+        raise InfeasibleError(_nothing_fits(profile, protocol, variant, mw))
+    fastest = [_candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None)) for spec, shape, smax in fitted]
+    all_fitted = fitted
+    if fill_rtt:
+        # the window must cover the bandwidth-delay product: the window bound at least the link's
+        full = [i for i, c in enumerate(fastest) if c and c.prediction.rates["window"] >= c.prediction.rates["link"]]
+        if not full:
+            raise InfeasibleError(_window_limit(ctx, fitted, fastest))
+        fitted = [fitted[i] for i in full]
+        fastest = [fastest[i] for i in full]
+    t_best = min(c.prediction.time_s for c in fastest if c)
+    if objective == "time":
+        pool = [c for c in fastest if c]
+    else:
+        target = t_best * (1 + slack)
+        pool = [c for c in (_candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, target))
+                            for spec, shape, smax in fitted) if c and c.prediction.time_s <= target]
+    pool.sort(key=_order(objective))
+    best = pool[0]
+    # runners-up: the best of each other family (passes, mode, pipes, width), so they differ in kind
+    seen, runners = {best.key[1:]}, []
+    for c in pool[1:]:
+        if c.key[1:] not in seen and len(runners) < top:
+            seen.add(c.key[1:])
+            runners.append(c)
+    best.label = "best"
+    for c in [best] + runners:
+        _recheck(profile, c)
+    result = SearchResult(profile, workload, objective, best, runners, references(ctx, all_fitted), len(all_shapes),
+                          len(all_fitted), MAX_HEADER_SLOTS)
+    if certify and profile.has_stage_limits:
+        result.certified = inner.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots), ctx.deps,
+                                         best.stages_used)
+    return result
+
+
+def _recheck(profile: TargetProfile, c: Candidate) -> None:
+    """The planner's fit pass re-checks every layout the search returns."""
+    try:
+        fit(c.spec, profile, c.shape)
+    except InfeasibleError as exc:
+        raise InfeasibleError(f"the planner refuses the searched layout ({c.spec.elements_per_packet} elements, "
+                              f"{c.shape.passes} {c.shape.mode} passes over {c.shape.pipes} pipes, {c.spec.slots} "
+                              f"slots): {exc}") from None
+
+
+def _window_limit(ctx: _Ctx, fitted, fastest: list[Candidate | None]) -> str:
+    """One line: the window that would fill the RTT, and the limit that stops it (the closest layout)."""
+    def need(c: Candidate) -> int:      # the window whose bound reaches the link's
+        return math.ceil(c.prediction.rates["link"] * c.prediction.cycle_us * 1e-6 - 1e-9)
+
+    i = max(range(len(fitted)), key=lambda i: fitted[i][2] / need(fastest[i]) if fastest[i] else 0)
+    spec, shape, smax = fitted[i]
+    need = need(fastest[i])
+    wl = ctx.workload
+    if smax >= MAX_HEADER_SLOTS:
+        limit = f"the {MAX_HEADER_SLOTS.bit_length() - 1}-bit slot field of pool_index allows {MAX_HEADER_SLOTS}"
+    elif ctx.profile.has_stage_limits:
+        limit = (f"{ctx.profile.name}'s SRAM ({ctx.profile.sram_blocks_per_stage} blocks per stage, "
+                 f"{ctx.profile.stages} stages) fits {smax}")
+    else:
+        limit = f"{ctx.profile.name} allows {ctx.profile.max_register_entries} entries per register: {smax} slots"
+    return (f"filling a {wl.rtt_us:g} us RTT at {wl.link_gbps:g} Gb/s needs a window of {need} slots even with the "
+            f"closest layout ({spec.elements_per_packet} elements in {shape.passes} pass(es) over {shape.pipes} "
+            f"pipe(s)); {limit}")
+
+
+def _nothing_fits(profile: TargetProfile, protocol: str, variant: str, workers: int) -> str:
+    try:
+        fit(make_spec(protocol=protocol, variant=variant, max_workers=workers, slots=1), profile)
+    except InfeasibleError as exc:
+        return str(exc)
+    return f"no layout of {protocol} ({variant}) fits {profile.name}"
+
+
+def references(ctx: _Ctx, fitted: list[tuple[Spec, PassShape, int]]) -> list[Candidate]:
+    """Today's planner rule at its best window, and SwitchML's published layouts (TNA targets)."""
+    out: list[Candidate] = []
+    prof, base = ctx.profile, ctx.base
+    try:
+        lay = fit(replace(base, elements_per_packet=None, slots=1), prof)
+    except InfeasibleError:
+        lay = None
+    if lay is not None:
+        spec = replace(base, elements_per_packet=lay.elements)
+        shape = PassShape(lay.passes, lay.mode, lay.pipes)
+        smax = next((m for s, sh, m in fitted if s.elements_per_packet == lay.elements and sh == shape
+                     and s.value_width == base.value_width), 0)
+        if smax:
+            c = _candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None),
+                           f"p4gen default ({lay.elements} per packet, {lay.passes} pass)")
+            if c:
+                out.append(c)
+    if prof.is_tna and base.protocol == "switchml":
+        for e, passes, pipes, label in ((64, 1, 1, "SwitchML 64/pass"), (256, 4, 4, "SwitchML 256 in 4 passes")):
+            if pipes > prof.pipes:
+                continue
+            geo = Geometry("switchml", e, passes, "stream", pipes, 32, 1, harvest_lanes=32, label=label)
+            sat = predict(prof, ctx.workload, replace(geo, slots=SWITCHML_SLOTS)).window_saturates_at
+            geo = replace(geo, slots=min(SWITCHML_SLOTS, sat))
+            spec = replace(base, elements_per_packet=e, value_width=32, slots=geo.slots)
+            out.append(Candidate(spec, PassShape(passes, "stream", pipes), None, predict(prof, ctx.workload, geo), label))
+    return out
