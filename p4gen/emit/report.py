@@ -45,8 +45,19 @@ def render_report_json(plan: Plan) -> str:
     return json.dumps(report_dict(plan), indent=2, sort_keys=True) + "\n"
 
 
+def _pass_note(p: dict[str, Any]) -> str:
+    """How the passes run, when not resident in one pipe (docs/layout.md)."""
+    notes = []
+    if p["passes"] > 1 and p.get("pass_mode") == "stream":
+        notes.append("streamed: each pass parses only its own values, results read back in harvest passes")
+    if p.get("pass_pipes", 1) > 1:
+        notes.append(f"folded over {p['pass_pipes']} pipes (their ports at the workers' port numbers in loopback)")
+    return "; " + "; ".join(notes) if notes else ""
+
+
 def render_report_text(plan: Plan) -> str:
     r = report_dict(plan)
+    p = plan.params
     tot = r["totals"]
     lines = [
         f"p4gen build report: {r['protocol']} on {r['target']} ({r['arch']})",
@@ -54,7 +65,7 @@ def render_report_text(plan: Plan) -> str:
         f"  assumption   {r['assumption']}",
         f"  slots        {r['slots']} per copy, 2 copies (largest that fits this layout: {r['largest_slots']})",
         f"  elements     {r['elements_per_packet']} per packet = {r['passes']} pass(es) of {r['elements_per_pass']}, "
-        f"{r['value_width']}-bit values",
+        f"{r['value_width']}-bit values" + _pass_note(p),
         f"  workers      up to {r['max_workers']} per job, {r['jobs']} job(s)",
         f"  frame        {r['frame_bytes']} bytes (" + ", ".join(f"{k} {v}" for k, v in r["header_bytes"].items()) + ")",
         "",

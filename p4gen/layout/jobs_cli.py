@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import load_toml
 from .cost import ETHERNET_FRAMING_BYTES, Workload
 from .jobs import Job, Split, equal_split, home_pipe, plan_jobs
 
@@ -40,14 +40,7 @@ def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, li
     from .cli import parse_size
 
     p = Path(path)
-    try:
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"jobs file {str(p)!r} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"jobs file {str(p)!r} cannot be read: {exc.__class__.__name__}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"jobs file {str(p)!r} is not valid TOML: {exc}") from None
+    doc = load_toml(p, "jobs file", SpecError)
     unknown = sorted(set(doc) - {"jobs", "switch_mac"})
     if unknown:
         raise SpecError(f"{p.name}: unknown key {unknown[0]!r}; known keys: jobs, switch_mac")

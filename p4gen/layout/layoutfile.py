@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
+from ..files import load_json
 from ..spec import Spec, make_spec
 from .shape import PassShape, shape_from_dict
 
@@ -40,16 +41,10 @@ def write_layout(path: str | Path, doc: dict[str, Any]) -> Path:
 
 def read_layout(path: str | Path) -> tuple[str, Spec, PassShape]:
     """(target name, spec, shape) of a layout file; one-line SpecError on any problem."""
-    p = Path(path)
-    name = f"layout file {str(p)!r}"
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{name} does not exist (write one with p4gen plan)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{name} cannot be read: {exc.__class__.__name__}") from None
-    except json.JSONDecodeError as exc:
-        raise SpecError(f"{name} is not valid JSON: {exc}") from None
+    name = f"layout file {str(Path(path))!r}"
+    if not Path(path).exists():
+        raise SpecError(f"{name} does not exist (write one with p4gen plan)")
+    doc = load_json(path, "layout file", SpecError)
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         got = doc.get("schema") if isinstance(doc, dict) else None
         raise SpecError(f"{name} has schema {got!r}; this p4gen reads {SCHEMA!r}")

@@ -1,0 +1,317 @@
+"""Layout search: the cost model's figures, the exact inner placement, the outer optimum against brute
+force, every returned layout built, re-fitted and verified, multi-job splits and the CLI's messages."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from p4gen import decision
+from p4gen.cli import main
+from p4gen.controller.jobfile import parse_job
+from p4gen.emit.p4 import render_p4
+from p4gen.emit.p4info import render_p4info
+from p4gen.errors import InfeasibleError
+from p4gen.layout import inner
+from p4gen.layout.cost import Geometry, Workload, predict
+from p4gen.layout.jobs import Job, equal_split, plan_jobs
+from p4gen.layout.search import _Ctx, _largest_slots, search, shapes
+from p4gen.layout.shape import PassShape
+from p4gen.planner import fit, layout_registers, make_plan
+from p4gen.spec import make_spec
+from p4gen.stages import step_dependencies
+from p4gen.target import _from_mapping, load_target
+
+HERE = Path(__file__).resolve().parent
+EXAMPLES = HERE.parent / "docs" / "examples"
+
+# a small TNA-like profile: few stages, two ALUs, tiny SRAM blocks, so brute force can cover it
+MINI = _from_mapping({
+    "name": "mini", "arch": "tna", "description": "small test profile", "pipes": 2, "stages": 6,
+    "alus_per_stage": 2, "alu_width_bits": 64, "lanes_per_register": 2, "sram_blocks_per_stage": 6,
+    "sram_block_words": 16, "sram_block_width_bits": 128, "register_spare_blocks": 1, "phv_bits": 1300,
+    "tagalong_bits": 0, "max_passes": 2, "mtu_bytes": 200, "aggregate_rate_gbps": 1600.0, "port_gbps": 100.0,
+    "recirc_gbps": 100.0, "pass_latency_ns": 1000.0}, "test")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+# -- the cost model ------------------------------------------------------------------------------------
+def test_link_bound_prediction_by_hand():
+    prof = dataclasses.replace(load_target("bmv2"), packet_rate_kpps=None)
+    wl = Workload(4, 10.0, 20.0, 1 << 20)
+    p = predict(prof, wl, Geometry("switchml", 256, 1, "resident", 1, 32, 64))
+    wire = 14 + 20 + 8 + 9 + 1024 + 24                 # headers, payload, Ethernet framing
+    cycle = 20e-6 + 2 * wire * 8 / 10e9
+    assert p.frame_bytes == wire - 24 and p.chunks == 4096 and p.bound == "link"
+    assert p.time_s == pytest.approx(cycle + 4095 * wire * 8 / 10e9, rel=1e-12)
+    assert p.window_saturates_at == 25                 # 1.137 M chunks/s x 21.76 us = 24.7 chunks in flight
+
+
+def test_window_bound_and_saturation():
+    prof = load_target("tofino")
+    wl = Workload(8, 100.0, 50.0, 1 << 24)
+    geo = Geometry("switchml", 64, 1, "resident", 1, 32, 8)
+    p = predict(prof, wl, geo)
+    assert p.bound == "window" and p.rate == pytest.approx(8 / (p.cycle_us * 1e-6))
+    sat = p.window_saturates_at
+    at = predict(prof, wl, dataclasses.replace(geo, slots=sat))
+    below = predict(prof, wl, dataclasses.replace(geo, slots=sat - 1))
+    assert at.bound == "link" and below.bound == "window" and below.time_s > at.time_s
+    assert predict(prof, wl, dataclasses.replace(geo, slots=4 * sat)).time_s == at.time_s
+
+
+def test_recirculation_in_one_pipe_costs_what_folding_avoids():
+    prof = load_target("tofino")
+    wl = Workload(8, 100.0, 10.0, 1 << 24)
+    same = predict(prof, wl, Geometry("switchml", 256, 4, "stream", 1, 32, 4096))
+    folded = predict(prof, wl, Geometry("switchml", 256, 4, "stream", 4, 32, 4096))
+    # 8 workers x 3 shrinking extra passes + 3 growing harvest passes (13-byte pass header) through one port
+    per_chunk = 8 * sum(51 + 13 + k * 256 for k in (3, 2, 1)) + sum(51 + 13 + k * 256 for k in (1, 2, 3))
+    assert same.bound == "recirculation" and same.rate == pytest.approx(100e9 / (8 * per_chunk))
+    assert folded.bound == "link" and folded.time_s < same.time_s / 10
+
+
+def test_sparse_rounds_follow_the_union_of_blocks():
+    prof = load_target("tofino")
+    wl = Workload(4, 100.0, 10.0, 64 * 10000, density=0.1)
+    p = predict(prof, wl, Geometry("omnireduce", 64, 1, "resident", 1, 32, 16))
+    assert p.rounds == 3439 + 16        # blocks some worker holds: (1 - 0.9 ** 4) x 10000; one discovery round a stream
+
+
+# -- the inner level: exact, against brute force and Z3 ----------------------------------------------------
+def _brute_stages(profile, regs, deps) -> int | None:
+    stages = range(1, profile.stages)
+    best = None
+    roles = sorted({r["role"] for r in regs})
+    for combo in itertools.product(stages, repeat=len(regs)):
+        st = {r["name"]: s for r, s in zip(regs, combo)}
+        by_role = {ro: [st[r["name"]] for r in regs if r["role"] == ro] for ro in roles}
+        if any(ro != "values" and len(set(v)) > 1 for ro, v in by_role.items()):
+            continue
+        if any(min(by_role[ro]) <= max(by_role[d]) for ro, ds in deps.items() if ro in by_role
+               for d in ds if d in by_role):
+            continue
+        ok = True
+        for s in stages:
+            here = [r for r in regs if st[r["name"]] == s]
+            if len(here) > profile.alus_per_stage or sum(inner.blocks(profile, r) for r in here) > profile.sram_blocks_per_stage:
+                ok = False
+                break
+        if ok:
+            used = max(combo) + 1
+            best = used if best is None else min(best, used)
+    return best
+
+
+@pytest.mark.parametrize("variant,values,slots", [("hardened", 1, 4), ("hardened", 3, 8), ("hardened", 3, 20),
+                                                  ("reference", 2, 30), ("reference", 4, 8), ("hardened", 2, 60)])
+def test_inner_placement_is_the_brute_force_minimum(variant, values, slots):
+    spec = make_spec(slots=slots, variant=variant, max_workers=32)
+    regs, _, _ = layout_registers(spec, variant, slots, 2 * values, 2, 0)
+    deps = step_dependencies(decision.decision_table(variant))
+    found = inner.place(MINI, regs, deps)
+    brute = _brute_stages(MINI, regs, deps)
+    assert (found.stages_used if found else None) == brute
+    if found:
+        assert inner.certify(MINI, regs, deps, found.stages_used)
+        assert not inner.certify(MINI, regs, deps, found.stages_used - 1)
+
+
+def test_inner_spreads_arrays_the_planner_rule_cannot_fit():
+    # 4 value arrays whose SRAM fills half a stage each: the rule puts 2 per stage; it fits once spread
+    prof = dataclasses.replace(MINI, stages=8, alus_per_stage=4)
+    spec = make_spec(slots=40, max_workers=32, elements_per_packet=8)
+    with pytest.raises(InfeasibleError, match="SRAM blocks in stage"):
+        fit(spec, prof)
+    regs, _, _ = layout_registers(spec, "hardened", 40, 8, 2, 0)
+    found = inner.place(prof, regs, step_dependencies(decision.decision_table("hardened")))
+    assert found is not None
+    lay = fit(spec, prof, PassShape(1, placement=found.as_tuple()))
+    assert max(r["stage"] for r in lay.registers) + 1 == found.stages_used
+
+
+# -- the outer level: the optimum against brute force over every shape and slot count ------------------------
+@pytest.mark.parametrize("rtt", [2.0, 40.0])
+def test_search_optimum_equals_brute_force(rtt):
+    wl = Workload(4, 100.0, rtt, 1 << 16)
+    res = search(MINI, wl, certify=False)
+    ctx = _Ctx(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
+               step_dependencies(decision.decision_table("hardened")))
+    best = None
+    for e, p, mode, pipes, w in shapes(MINI, "switchml", [32]):
+        spec = make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=e, value_width=w)
+        shape = PassShape(p, mode, pipes)
+        top = _largest_slots(ctx, spec, shape)
+        for s in range(1, top + 1):
+            t = predict(MINI, wl, Geometry("switchml", e, p, mode, pipes, w, s)).time_s
+            best = t if best is None else min(best, t)
+        # one slot more than the bisection's answer does not fit
+        regs, _, _ = layout_registers(spec, "hardened", top + 1, e // p, 2, (p - 1).bit_length(), pipes)
+        assert inner.place(MINI, regs, ctx.deps) is None
+    assert res.best.prediction.time_s == pytest.approx(best, rel=1e-12)
+
+
+# -- every layout plan returns builds, fits and verifies ----------------------------------------------------------
+@pytest.mark.parametrize("target,gbps", [("tofino", 100.0), ("tofino2", 400.0), ("bmv2", 1.0)])
+def test_returned_layouts_build_fit_and_verify(target, gbps):
+    from p4gen.verify.runner import run
+
+    prof = load_target(target)
+    res = search(prof, Workload(4, gbps, 10.0, 1 << 22), max_workers=4, certify=target == "tofino")
+    assert res.certified in (True, None)
+    for i, c in enumerate([res.best] + res.runners_up):
+        fit(c.spec, prof, c.shape)                      # the planner's fit pass re-checks it
+        plan = make_plan(c.spec, prof, c.shape)
+        assert plan.params["passes"] == c.shape.passes and plan.params["pass_pipes"] == c.shape.pipes
+        assert plan.params["pass_mode"] == (c.shape.mode if c.shape.passes > 1 else "resident")
+        assert "RegisterAction" in render_p4(plan) or target == "bmv2"
+        render_p4info(plan)
+        if i == 0:
+            assert run(plan, workers=[2], out=lambda s: None).ok
+
+
+def test_the_1kib_layout_switchml_runs_on_tofino1_now_fits():
+    plan = make_plan(make_spec(elements_per_packet=256), load_target("tofino"))
+    assert plan.params["passes"] == 4 and plan.params["pass_mode"] == "stream"
+    assert plan.data["resources"]["phv_bits_used"] <= 6144
+    text = render_p4(plan)
+    assert "data_h data1;" not in text and "PHASE_HARVEST: accept;" in text
+
+
+# -- the CLI -----------------------------------------------------------------------------------------------
+def test_plan_prints_best_references_and_builds_it(tmp_path, capsys):
+    out = tmp_path / "tofino.json"
+    assert main(["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "10",
+                 "--size", "256MiB", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "reference: p4gen default (64 per packet, 1 pass)" in text and "reference: SwitchML 256 in 4 passes" in text
+    assert "Z3 Optimize confirms that 12 stages is the fewest" in text
+    best = next(ln for ln in text.splitlines() if ln.startswith("best "))
+    assert best.split()[1:6] == ["256", "4", "7", "stream", "4"]
+    doc = json.loads(out.read_text())
+    assert doc["shape"]["passes"] == 4 and doc["spec"]["elements_per_packet"] == 256
+    assert main(["build", "--layout", str(out), "--out", str(tmp_path / "b")]) == 0
+    plan = json.loads((tmp_path / "b" / "plan.json").read_text())
+    assert plan["params"]["pass_mode"] == "stream" and plan["params"]["pass_pipes"] == 4
+    assert {r["name"]: r["stage"] for r in plan["registers"]} == doc["shape"]["placement"]
+
+
+def test_build_layout_best(tmp_path, capsys):
+    assert main(["build", "--layout", "best", "--target", "bmv2", "--workers", "4", "--link-gbps", "1",
+                 "--rtt-us", "100", "--size", "1MiB", "--out", str(tmp_path / "b")]) == 0
+    assert "elements_per_packet=364" in capsys.readouterr().out
+
+
+BAD = [
+    (["plan", "--target", "tofino", "--workers", "20", "--link-gbps", "100", "--rtt-us", "10", "--size", "1MiB"],
+     "workers=20 need 20 ports in one pipe (a job's registers live in one pipe); tofino has 16 ports of 100 Gb/s per pipe"),
+    (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "200", "--rtt-us", "10", "--size", "1MiB"],
+     "link_gbps=200 exceeds tofino's fastest port (100 Gb/s)"),
+    (["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "5000", "--size", "256MiB",
+      "--fill-rtt"],
+     "filling a 5000 us RTT at 100 Gb/s needs a window of 74235 slots even with the closest layout (192 elements in 4 "
+     "pass(es) over 4 pipe(s)); tofino's SRAM (80 blocks per stage, 12 stages) fits 25600"),
+    (["plan", "--target", "tofino", "--workers", "4", "--rtt-us", "10"], "--link-gbps --size are needed to plan a layout"),
+    (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "12 MB"],
+     "--size '12 MB' must be a number of elements or a size such as 256MiB"),
+    (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "1MiB",
+      "--objective", "fast"], "objective='fast' must be one of time, slots, stages"),
+    (["build", "--layout", "missing.json"], "layout file 'missing.json' does not exist (write one with p4gen plan)"),
+    (["build", "--layout", "best", "--target", "bmv2", "--workers", "4"],
+     "--link-gbps --rtt-us --size are needed to plan a layout"),
+]
+
+
+@pytest.mark.parametrize("args,error", BAD, ids=[" ".join(a[:4]) + "..." for a, _ in BAD])
+def test_bad_requests_get_one_line(args, error, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(args) == 1
+    assert capsys.readouterr().err == f"p4gen: error: {error}\n"
+
+
+def _layout_file(tmp_path, **change) -> Path:
+    res = search(load_target("tofino"), Workload(4, 100.0, 10.0, 1 << 20), certify=False)
+    from p4gen.layout.layoutfile import layout_document
+
+    doc = layout_document("tofino", res.best.spec, res.best.shape)
+    for k, v in change.items():
+        doc["shape" if k in ("placement", "passes", "pipes", "mode") else k][k] = v
+    p = tmp_path / "l.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_tampered_layouts_are_refused_by_the_fit_pass(tmp_path, capsys):
+    p = _layout_file(tmp_path)
+    doc = json.loads(p.read_text())
+    place = doc["shape"]["placement"]
+    cases = [
+        ({**place, "worker_count": 1}, "counter in stage 1 keys on the result of bitmap in stage 2; it must come later"),
+        ({**place, "values0": place["values4"], "values1": place["values4"]},
+         f"stage {place['values4']} holds 6 register arrays; tofino has 4 stateful ALUs per stage"),
+        ({k: v for k, v in place.items() if k != "exponent"}, "the placement leaves register 'exponent' without a stage"),
+        ({**place, "values0": 12}, "register values0 in stage 12; tofino has stages 1..11 for registers"),
+    ]
+    for placement, error in cases:
+        doc["shape"]["placement"] = placement
+        p.write_text(json.dumps(doc))
+        assert main(["build", "--layout", str(p), "--out", str(tmp_path / "o")]) == 1
+        assert capsys.readouterr().err == f"p4gen: error: {error}\n"
+    doc["shape"] = {"passes": 4, "mode": "stream", "pipes": 2}
+    p.write_text(json.dumps(doc))
+    assert main(["build", "--layout", str(p), "--out", str(tmp_path / "o")]) == 1
+    assert "pipes=2 must be 1 (recirculation in one pipe) or passes=4 (one pipe per pass)" in capsys.readouterr().err
+    assert main(["build", "--layout", str(p), "--target", "bmv2"]) == 1
+    assert capsys.readouterr().err.endswith("was planned for tofino, not --target bmv2\n")
+    assert main(["build", "--layout", str(p), "--slots", "9"]) == 1
+    assert capsys.readouterr().err == f"p4gen: error: --layout {p} fixes the spec; drop --slots\n"
+
+
+# -- several jobs --------------------------------------------------------------------------------------------
+def test_three_jobs_beat_the_equal_split_and_emit_valid_job_files(tmp_path, capsys):
+    out = tmp_path / "jobs"
+    assert main(["plan", "--target", "tofino", "--jobs", str(EXAMPLES / "three-jobs.toml"), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    m = re.search(r"makespan: ([0-9.]+) ms against ([0-9.]+) ms with an equal static split", text)
+    assert m and float(m.group(1)) < 0.5 * float(m.group(2))
+    doc = tomllib.loads((EXAMPLES / "three-jobs.toml").read_text())
+    assert main(["build", "--layout", str(out / "layout.json"), "--out", str(tmp_path / "b")]) == 0
+    from p4gen.plan import Plan
+
+    plan = Plan.load(tmp_path / "b")
+    ranges = []
+    for j in doc["jobs"]:
+        job = parse_job(tomllib.loads((out / f"job-{j['name']}.toml").read_text()), plan, j["name"])
+        assert len(job.workers) == j["workers"]
+        ranges.append((job.slot_base, job.slot_base + job.slot_count))
+    ranges.sort()
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])) and ranges[-1][1] <= plan.params["slots"]
+
+
+def test_split_optimum_against_brute_force():
+    prof = dataclasses.replace(MINI, pipes=1)
+    jobs = [Job("a", Workload(2, 100.0, 60.0, 1 << 14)), Job("b", Workload(2, 100.0, 5.0, 1 << 12)),
+            Job("c", Workload(3, 100.0, 30.0, 1 << 13))]
+    for objective in ("makespan", "sum"):
+        split, _ = plan_jobs(prof, jobs, objective)
+        from p4gen.layout.jobs import _JobModel, _floors, _time
+
+        models = [_JobModel(prof, j, split.spec, split.shape, split.spec.slots) for j in jobs]
+        floors = _floors(models, split.shape, [0, 0, 0])
+        total = split.spec.slots
+        agg = max if objective == "makespan" else sum
+        brute = min(agg([_time(m, f, s) for m, f, s in zip(models, floors, (a, b, total - a - b))])
+                    for a in range(1, total - 1) for b in range(1, total - a))
+        same_layout = agg([p.time_s for p in split.jobs])
+        assert same_layout == pytest.approx(brute, rel=1e-9)
+        assert split.value <= equal_split(prof, jobs, split).value
