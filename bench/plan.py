@@ -1,0 +1,116 @@
+"""The layout cost model against the testbed: predicted and measured all-reduce times on bmv2 layouts.
+
+    sudo flock /tmp/p4gen-net.lock flock /tmp/p4gen-bench.lock .venv/bin/python bench/plan.py \\
+        [--workers 4] [--bw 5] [--size 4MiB] [--elements 32,64,128,256] [--json bench-plan.json]
+
+For each element count: a bmv2-target build (one pass; BMv2 has no stage limits), the
+window the cost model picks for it (the smallest that reaches the other bounds), one
+SwitchML all-reduce through the software data plane on a star of htb-shaped links, and
+the model's prediction for the same layout, window, link rate and RTT.  Then the same
+layouts at a window of 1, where the window bound rules.
+
+Two inputs of the model are measured first, each by its own run, never by the runs it
+predicts: the RTT, by a one-slot probe of 32-element packets (time per chunk: the
+emulators, the kernel and the data plane included; ``ping`` is printed for comparison, it
+crosses the switch twice and is halved), and the packet rate of the software switch and
+emulators together, by an all-reduce of 64-element packets on unshaped (1 Gbit/s) links
+with a wide window (chunks per second x 2 packets per worker).  The prediction runs the
+bmv2 profile with that packet rate.  Frames on these links carry no preamble, FCS or gap
+(htb counts the Ethernet frame) and a lone frame is not held for its serialization (htb
+lets a burst through), so the model's framing is 0 bytes and its serialization off.
+Error = (measured - predicted) / predicted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+from pathlib import Path
+
+from p4gen.build import build
+from p4gen.layout.cost import Geometry, Workload, predict
+from p4gen.layout.cli import parse_size
+from p4gen.spec import make_spec
+from p4gen.target import load_target
+from p4gen.testbed import harness, netns
+from p4gen.testbed.net import Network
+from p4gen.testbed.nodes import SoftSwitch
+from p4gen.testbed.topo import star
+
+
+def ping_rtt_us(net: Network) -> float:
+    """Host-to-host ping through the switch, halved (it crosses the switch twice), in microseconds."""
+    a, b = net.topo.hosts[0], net.topo.hosts[1]
+    out = netns.sh(["ping", "-q", "-c", "40", "-i", "0.05", b.ip], ns=net.ns(a.name), timeout=30)
+    m = re.search(r"= [0-9.]+/([0-9.]+)/", out)
+    if not m:
+        raise RuntimeError(f"no ping summary in: {out.strip()[-200:]}")
+    return float(m.group(1)) * 1e3 / 2
+
+
+def plan_dir(elements: int, root: Path) -> Path:
+    spec = make_spec(protocol="switchml", max_workers=32, slots=512, elements_per_packet=elements)
+    return build(spec, load_target("bmv2"), root / f"bmv2-{elements}", use_cache=True, force=True).out_dir
+
+
+def predicted(profile, wl: Workload, elements: int, window: int):
+    return predict(profile, wl, Geometry("switchml", elements, 1, "resident", 1, 32, window))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
+    ap.add_argument("--size", default="4MiB")
+    ap.add_argument("--small-size", default="512KiB", help="tensor of the window-1 runs")
+    ap.add_argument("--elements", default="32,64,128,256")
+    ap.add_argument("--json", default="bench-plan.json")
+    ap.add_argument("--rate-chunks", type=int, default=3000, help="chunks of the packet-rate probe")
+    ap.add_argument("--plans", default="/tmp/p4g-plan-bench")
+    a = ap.parse_args(argv)
+    size, small = parse_size(a.size), parse_size(a.small_size)
+    counts = [int(x) for x in a.elements.split(",")]
+    root = Path(a.plans)
+    dirs = {e: plan_dir(e, root) for e in sorted(set(counts + [32, 64]))}
+    rows = []
+    with Network(star(a.workers, a.bw), switch=SoftSwitch, plan_dir=dirs[32]) as net:
+        net.program(net.job_spec())
+        ping = ping_rtt_us(net)
+        probe_chunks = 400
+        res = harness.run_switchml(net, size=probe_chunks * 32, window=1)
+        probe = res.time / probe_chunks * 1e6
+    with Network(star(a.workers, 1000.0), switch=SoftSwitch, plan_dir=dirs[64]) as net:
+        res = harness.run_switchml(net, size=a.rate_chunks * 64, window=64)
+        kpps = a.rate_chunks / res.time * 2 * a.workers / 1e3
+    profile = dataclasses.replace(load_target("bmv2"), packet_rate_kpps=kpps)
+    print(f"{a.workers} workers, {a.bw:g} Mbit/s links: RTT {probe:.0f} us by a one-slot probe (ping: {ping:.0f} us); "
+          f"software switch and emulators: {kpps:.1f} k packets/s (unshaped links, 64-element packets)")
+    print(" elements  window  tensor    predicted s  measured s  error   bound   exact")
+    for regime, tensor in (("model", size), ("window=1", small)):
+        for e in counts:
+            wl = Workload(a.workers, a.bw / 1e3, probe, tensor, framing_bytes=0, serialization=False)
+            sat = predicted(profile, wl, e, 512).window_saturates_at
+            window = sat if regime == "model" else 1
+            pred = predicted(profile, wl, e, window)
+            with Network(star(a.workers, a.bw), switch=SoftSwitch, plan_dir=dirs[e]) as net:
+                res = harness.run_switchml(net, size=tensor, window=window)
+            err = (res.time - pred.time_s) / pred.time_s * 100
+            row = {"elements": e, "regime": regime, "window": window, "elements_total": tensor,
+                   "predicted_s": pred.time_s, "measured_s": res.time, "error_pct": err, "bound": pred.bound,
+                   "exact": res.exact and res.correct, "retransmissions": res.retransmissions}
+            rows.append(row)
+            print(f" {e:>8}  {window:>6}  {tensor:>8}  {pred.time_s:>11.3f}  {res.time:>10.3f}  {err:>+5.1f}%  "
+                  f"{pred.bound:<6}  {'yes' if row['exact'] else 'NO'}", flush=True)
+    worst = max(abs(r["error_pct"]) for r in rows)
+    print(f"largest |error|: {worst:.1f}% over {len(rows)} runs")
+    Path(a.json).write_text(json.dumps({"workers": a.workers, "mbit": a.bw, "rtt_ping_us": ping,
+                                        "rtt_probe_us": probe, "packet_rate_kpps": kpps, "runs": rows},
+                                       indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
