@@ -287,7 +287,7 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     protocol = "omnireduce" if any(j.workload.density < 1 for j in jobs) else "switchml"
     mw = max(32, max(j.workload.workers for j in jobs))
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
-                     jobs=len(jobs), value_width=(widths or [32])[0])
+                     jobs=len(jobs), value_width=max(widths or [32]))
     ctx = S._Ctx(profile, jobs[0].workload, base, step_dependencies(decision.decision_table(variant, protocol)))
     layouts = []
     for e, p, mode, pipes, w in S.shapes(profile, protocol, widths or [32]):

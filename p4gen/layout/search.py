@@ -209,7 +209,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
     widths = widths or [32]
     mw = max_workers or max(32, workload.workers)
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
-                     value_width=widths[0])
+                     value_width=max(widths))
     ctx = _Ctx(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)))
     all_shapes = shapes(profile, protocol, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []

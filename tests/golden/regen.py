@@ -41,11 +41,16 @@ CASES = [
 ]
 
 
-def outputs(target: str, fields: dict) -> dict[str, str]:
+def plan(target: str, fields: dict):
+    """The Plan of one case (spec fields, and a pass shape when the case gives one)."""
     fields = dict(fields)
     shape = shape_from_dict(fields.pop("shape")) if "shape" in fields else None
-    plan = make_plan(make_spec(**fields), load_target(target), shape)
-    return {"p4": render_p4(plan), "p4info.txt": render_p4info(plan)}
+    return make_plan(make_spec(**fields), load_target(target), shape)
+
+
+def outputs(target: str, fields: dict) -> dict[str, str]:
+    p = plan(target, fields)
+    return {"p4": render_p4(p), "p4info.txt": render_p4info(p)}
 
 
 def main() -> int:
