@@ -226,6 +226,9 @@ BAD = [
      "--size '12 MB' must be a number of elements or a size such as 256MiB"),
     (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "1MiB",
       "--objective", "fast"], "objective='fast' must be one of time, slots, stages"),
+    (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "1MiB",
+      "--variant", "auto"], "variant='auto': a layout search takes one variant, hardened or reference"),
+    (["plan", "--target", "tofino", "--jobs", "nope.toml"], "jobs file 'nope.toml' does not exist"),
     (["build", "--layout", "missing.json"], "layout file 'missing.json' does not exist (write one with p4gen plan)"),
     (["build", "--layout", "best", "--target", "bmv2", "--workers", "4"],
      "--link-gbps --rtt-us --size are needed to plan a layout"),
@@ -315,3 +318,25 @@ def test_split_optimum_against_brute_force():
         same_layout = agg([p.time_s for p in split.jobs])
         assert same_layout == pytest.approx(brute, rel=1e-9)
         assert split.value <= equal_split(prof, jobs, split).value
+
+
+BAD_JOBS = [
+    ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\n', "j.toml: jobs[0].size is missing"),
+    ('[[jobs]]\nname = "a b"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 1\n',
+     "j.toml: jobs[0].name='a b' must be a word of letters, digits, - and _"),
+    ('[[jobs]]\nname = "a"\nworkers = 1\nlink_gbps = 100\nrtt_us = 10\nsize = 1\n',
+     "j.toml: jobs[0]: workers=1 must be an integer >= 2"),
+    ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = "1MiB"\n',
+     "a jobs file needs at least 2 jobs; it has 1 (plan one job with --workers)"),
+    ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n[[jobs]]\nname = "a"\n'
+     'workers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n', "j.toml: jobs[1].name='a' repeats an earlier job's"),
+    ('speed = 3\n', "j.toml: unknown key 'speed'; known keys: jobs, switch_mac"),
+]
+
+
+@pytest.mark.parametrize("text,error", BAD_JOBS, ids=[e[:30] for _, e in BAD_JOBS])
+def test_bad_jobs_files_get_one_line(text, error, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "j.toml").write_text(text)
+    assert main(["plan", "--target", "tofino", "--jobs", "j.toml"]) == 1
+    assert capsys.readouterr().err == f"p4gen: error: {error}\n"

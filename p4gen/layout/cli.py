@@ -39,7 +39,8 @@ def add_workload_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--density", type=float, default=1.0, help="OmniReduce: fraction of non-zero blocks (default 1)")
     p.add_argument("--framing-bytes", type=int, default=None,
                    help="bytes on the wire per frame beyond it (default 24: Ethernet preamble, FCS and gap)")
-    p.add_argument("--objective", default="time", help="time (default), slots or stages")
+    p.add_argument("--objective", default="time",
+                   help="time (default), slots or stages; with --jobs: makespan (default) or sum")
     p.add_argument("--slack", type=float, default=5.0,
                    help="objectives slots and stages: allowed predicted time over the fastest, percent (default 5)")
     p.add_argument("--value-widths", default="32", help="value widths to search: 32 (default), 16 or any")

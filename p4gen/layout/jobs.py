@@ -278,6 +278,8 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     """The best common layout and split for ``jobs``; also the number of layouts evaluated."""
     if objective not in SPLIT_OBJECTIVES:
         raise InfeasibleError(f"objective={objective!r} must be makespan or sum for several jobs")
+    if variant not in ("hardened", "reference"):
+        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, hardened or reference")
     if len(jobs) < 2:
         raise InfeasibleError(f"a jobs file needs at least 2 jobs; it has {len(jobs)} (plan one job with --workers)")
     for j in jobs:

@@ -206,6 +206,8 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
     why = workload_problem(profile, workload)
     if why:
         raise InfeasibleError(why)
+    if variant not in ("hardened", "reference"):
+        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, hardened or reference")
     widths = widths or [32]
     mw = max_workers or max(32, workload.workers)
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
