@@ -39,6 +39,8 @@ def add_workload_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--density", type=float, default=1.0, help="OmniReduce: fraction of non-zero blocks (default 1)")
     p.add_argument("--framing-bytes", type=int, default=None,
                    help="bytes on the wire per frame beyond it (default 24: Ethernet preamble, FCS and gap)")
+    p.add_argument("--ports-per-pipe", type=int, default=None,
+                   help="worker ports of one pipe (default: the pipe's share of the target's rate at --link-gbps)")
     p.add_argument("--objective", default="time",
                    help="time (default), slots or stages; with --jobs: makespan (default) or sum")
     p.add_argument("--slack", type=float, default=5.0,
@@ -80,7 +82,8 @@ def workload_from_args(args: argparse.Namespace, workers: int | None):
     if missing:
         raise SpecError(f"{' '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed to plan a layout")
     framing = ETHERNET_FRAMING_BYTES if args.framing_bytes is None else args.framing_bytes
-    return Workload(workers, args.link_gbps, args.rtt_us, parse_size(args.size), args.density, framing)
+    return Workload(workers, args.link_gbps, args.rtt_us, parse_size(args.size), args.density, framing,
+                    ports_per_pipe=args.ports_per_pipe)
 
 
 def _widths(args: argparse.Namespace) -> list[int]:

@@ -54,11 +54,13 @@ class Workload:
     # a frame takes frame/rate to cross a physical link; a rate-shaped emulated link (htb) lets a
     # lone frame through at once and only holds the average rate
     serialization: bool = True
+    ports_per_pipe: int | None = None     # worker ports of one pipe; None: the profile's share of its rate
 
     def __post_init__(self) -> None:
         checks = [("workers", self.workers >= 2, "an integer >= 2"), ("link_gbps", self.link_gbps > 0, "> 0"),
                   ("rtt_us", self.rtt_us >= 0, ">= 0"), ("size", self.elements >= 1, "at least 1 element"),
-                  ("density", 0 < self.density <= 1, "in (0, 1]"), ("framing_bytes", self.framing_bytes >= 0, ">= 0")]
+                  ("density", 0 < self.density <= 1, "in (0, 1]"), ("framing_bytes", self.framing_bytes >= 0, ">= 0"),
+                  ("ports_per_pipe", self.ports_per_pipe is None or self.ports_per_pipe >= 1, "a positive integer")]
         for name, ok, what in checks:
             if not ok:
                 raise SpecError(f"{name}={getattr(self, name if name != 'size' else 'elements')!r} must be {what}")
@@ -66,7 +68,7 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         return {"workers": self.workers, "link_gbps": self.link_gbps, "rtt_us": self.rtt_us,
                 "elements": self.elements, "density": self.density, "framing_bytes": self.framing_bytes,
-                "serialization": self.serialization}
+                "serialization": self.serialization, "ports_per_pipe": self.ports_per_pipe}
 
 
 @dataclass(frozen=True)
@@ -115,18 +117,20 @@ def pass_header_bytes(mode: str) -> int:
     return sum(b for _, b in pass_header(mode)[1]) // 8
 
 
-def ports_per_pipe(profile: TargetProfile, link_gbps: float) -> int | None:
-    """Worker ports one pipe offers at ``link_gbps`` (its share of the aggregate rate), or None."""
+def ports_per_pipe(profile: TargetProfile, wl: Workload) -> int | None:
+    """Worker ports one pipe offers at the workload's link rate (its share of the aggregate rate), or None."""
+    if wl.ports_per_pipe is not None:
+        return wl.ports_per_pipe
     if profile.aggregate_rate_gbps is None or profile.port_gbps is None:
         return None
-    return int(profile.aggregate_rate_gbps / profile.pipes // link_gbps)
+    return int(profile.aggregate_rate_gbps / profile.pipes // wl.link_gbps)
 
 
 def workload_problem(profile: TargetProfile, wl: Workload) -> str | None:
     """Why ``wl`` cannot run on ``profile`` whatever the layout, or None."""
     if profile.port_gbps is not None and wl.link_gbps > profile.port_gbps:
         return f"link_gbps={wl.link_gbps:g} exceeds {profile.name}'s fastest port ({profile.port_gbps:g} Gb/s)"
-    ports = ports_per_pipe(profile, wl.link_gbps)
+    ports = ports_per_pipe(profile, wl)
     if ports is not None and wl.workers > ports:
         return (f"workers={wl.workers} need {wl.workers} ports in one pipe (a job's registers live in one pipe); "
                 f"{profile.name} has {ports} ports of {wl.link_gbps:g} Gb/s per pipe")

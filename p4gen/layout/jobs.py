@@ -236,13 +236,13 @@ def _assignments(n: int, groups: int):
 
 
 def _ports_ok(profile: TargetProfile, jobs: list[Job], group_of: list[int]) -> bool:
-    if profile.aggregate_rate_gbps is None or profile.port_gbps is None:
-        return True
-    cap = profile.aggregate_rate_gbps / profile.pipes
-    load: dict[int, float] = {}
+    """Each pipe group's home pipe has a port for every worker of its jobs (a port's share of the pipe each)."""
+    share: dict[int, float] = {}
     for job, g in zip(jobs, group_of):
-        load[g] = load.get(g, 0.0) + job.workload.workers * job.workload.link_gbps
-    return all(v <= cap + 1e-9 for v in load.values())
+        ports = ports_per_pipe(profile, job.workload)
+        if ports is not None:
+            share[g] = share.get(g, 0.0) + job.workload.workers / ports
+    return all(v <= 1 + 1e-9 for v in share.values())
 
 
 def _evaluate(profile, jobs, spec, shape, smax, group_of, objective) -> Split | None:
@@ -325,7 +325,3 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
 
 def home_pipe(profile: TargetProfile, split: Split, group: int) -> int:
     return group * split.shape.pipes if profile.is_tna else 0
-
-
-def group_ports(profile: TargetProfile, link_gbps: float) -> int | None:
-    return ports_per_pipe(profile, link_gbps)

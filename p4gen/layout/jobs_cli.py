@@ -32,7 +32,7 @@ from ..files import load_toml
 from .cost import ETHERNET_FRAMING_BYTES, Workload
 from .jobs import Job, Split, equal_split, home_pipe, plan_jobs
 
-_JOB_KEYS = ("name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "hosts")
+_JOB_KEYS = ("name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "ports_per_pipe", "hosts")
 _HOST_KEYS = ("id", "port", "mac", "ip", "udp_port")
 
 
@@ -72,7 +72,7 @@ def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, li
         try:
             wl = Workload(number("workers", int), float(number("link_gbps")), float(number("rtt_us")),
                           parse_size(str(j["size"])), float(j.get("density", 1.0)),
-                          int(j.get("framing_bytes", ETHERNET_FRAMING_BYTES)))
+                          int(j.get("framing_bytes", ETHERNET_FRAMING_BYTES)), ports_per_pipe=j.get("ports_per_pipe"))
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
         jobs.append(Job(name, wl))
