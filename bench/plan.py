@@ -1,13 +1,13 @@
 """The layout cost model against the testbed: predicted and measured all-reduce times on bmv2 layouts.
 
-    sudo flock /tmp/p4gen-net.lock flock /tmp/p4gen-bench.lock .venv/bin/python bench/plan.py \\
+    sudo flock /tmp/p4gen-bench.lock flock /tmp/p4gen-net.lock .venv/bin/python bench/plan.py \\
         [--workers 4] [--bw 5] [--size 4MiB] [--elements 32,64,128,256] [--json bench-plan.json]
 
 For each element count: a bmv2-target build (one pass; BMv2 has no stage limits), the
-window the cost model picks for it (the smallest that reaches the other bounds), one
+window the cost model picks for it (the smallest that reaches the other bounds) and twice that, one
 SwitchML all-reduce through the software data plane on a star of htb-shaped links, and
 the model's prediction for the same layout, window, link rate and RTT.  Then the same
-layouts at a window of 1, where the window bound rules.
+layouts, on a smaller tensor, at a window of 1, where the window bound rules.
 
 Two inputs of the model are measured first, each by its own run, never by the runs it
 predicts: the RTT, by a one-slot probe of 32-element packets (time per chunk: the
@@ -16,8 +16,9 @@ crosses the switch twice and is halved), and the packet rate of the software swi
 emulators together, by an all-reduce of 64-element packets on unshaped (1 Gbit/s) links
 with a wide window (chunks per second x 2 packets per worker).  The prediction runs the
 bmv2 profile with that packet rate.  Frames on these links carry no preamble, FCS or gap
-(htb counts the Ethernet frame) and a lone frame is not held for its serialization (htb
-lets a burst through), so the model's framing is 0 bytes and its serialization off.
+(htb counts the Ethernet frame), so the model's framing is 0 bytes.  The model's window
+is the smallest that reaches the link bound; the runs at twice that window show how much
+of an error comes from a window with no headroom for slower round trips.
 Error = (measured - predicted) / predicted.
 """
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(a.plans)
     dirs = {e: plan_dir(e, root) for e in sorted(set(counts + [32, 64]))}
     rows = []
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; measuring the RTT and the packet rate",
+          flush=True)
     with Network(star(a.workers, a.bw), switch=SoftSwitch, plan_dir=dirs[32]) as net:
         net.program(net.job_spec())
         ping = ping_rtt_us(net)
@@ -87,13 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         kpps = a.rate_chunks / res.time * 2 * a.workers / 1e3
     profile = dataclasses.replace(load_target("bmv2"), packet_rate_kpps=kpps)
     print(f"{a.workers} workers, {a.bw:g} Mbit/s links: RTT {probe:.0f} us by a one-slot probe (ping: {ping:.0f} us); "
-          f"software switch and emulators: {kpps:.1f} k packets/s (unshaped links, 64-element packets)")
-    print(" elements  window  tensor    predicted s  measured s  error   bound   exact")
-    for regime, tensor in (("model", size), ("window=1", small)):
+          f"software switch and emulators: {kpps:.1f} k packets/s (unshaped links, 64-element packets)", flush=True)
+    print(" elements  window            tensor    predicted s  measured s  error   bound   exact")
+    for regime, tensor in (("model", size), ("2x model", size), ("window=1", small)):
         for e in counts:
-            wl = Workload(a.workers, a.bw / 1e3, probe, tensor, framing_bytes=0, serialization=False)
+            wl = Workload(a.workers, a.bw / 1e3, probe, tensor, framing_bytes=0)
             sat = predicted(profile, wl, e, 512).window_saturates_at
-            window = sat if regime == "model" else 1
+            window = {"model": sat, "2x model": 2 * sat, "window=1": 1}[regime]
             pred = predicted(profile, wl, e, window)
             with Network(star(a.workers, a.bw), switch=SoftSwitch, plan_dir=dirs[e]) as net:
                 res = harness.run_switchml(net, size=tensor, window=window)
@@ -102,10 +106,12 @@ def main(argv: list[str] | None = None) -> int:
                    "predicted_s": pred.time_s, "measured_s": res.time, "error_pct": err, "bound": pred.bound,
                    "exact": res.exact and res.correct, "retransmissions": res.retransmissions}
             rows.append(row)
-            print(f" {e:>8}  {window:>6}  {tensor:>8}  {pred.time_s:>11.3f}  {res.time:>10.3f}  {err:>+5.1f}%  "
+            print(f" {e:>8}  {window:>3} {'(' + regime + ')':<13} {tensor:>8}  {pred.time_s:>11.3f}  {res.time:>10.3f}  {err:>+5.1f}%  "
                   f"{pred.bound:<6}  {'yes' if row['exact'] else 'NO'}", flush=True)
-    worst = max(abs(r["error_pct"]) for r in rows)
-    print(f"largest |error|: {worst:.1f}% over {len(rows)} runs")
+    for regime in ("model", "2x model", "window=1"):
+        errs = [abs(r["error_pct"]) for r in rows if r["regime"] == regime]
+        print(f"{regime:>9}: largest |error| {max(errs):.1f}% over {len(errs)} layouts")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     Path(a.json).write_text(json.dumps({"workers": a.workers, "mbit": a.bw, "rtt_ping_us": ping,
                                         "rtt_probe_us": probe, "packet_rate_kpps": kpps, "runs": rows},
                                        indent=2) + "\n")
