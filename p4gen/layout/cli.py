@@ -46,6 +46,9 @@ def add_workload_args(p: argparse.ArgumentParser, required: bool) -> None:
     p.add_argument("--slack", type=float, default=5.0,
                    help="objectives slots and stages: allowed predicted time over the fastest, percent (default 5)")
     p.add_argument("--value-widths", default="32", help="value widths to search: 32 (default), 16 or any")
+    p.add_argument("--window-headroom", type=float, default=2.0,
+                   help="dense jobs: the window over the smallest that reaches the other bounds, where it fits "
+                        "(default 2; the time is the same, slower round trips then do not idle the link)")
     p.add_argument("--fill-rtt", action="store_true",
                    help="only layouts whose window fills the RTT (time not bound by the window); refused if none fits")
 
@@ -99,7 +102,8 @@ def run_search(args: argparse.Namespace, profile, workers: int | None, certify: 
         raise SpecError(f"--slack {args.slack:g} must be a percentage in 0..1000")
     wl = workload_from_args(args, workers)
     return search(profile, wl, protocol=args.protocol, variant=args.variant, widths=_widths(args),
-                  objective=args.objective, slack=args.slack / 100, certify=certify, fill_rtt=args.fill_rtt)
+                  objective=args.objective, slack=args.slack / 100, certify=certify, fill_rtt=args.fill_rtt,
+                  headroom=args.window_headroom)
 
 
 def handler(args: argparse.Namespace) -> int:

@@ -169,13 +169,18 @@ def _split_makespan(models, floors, total: int) -> list[int] | None:
     return _spread(models, best, total)
 
 
-def _spread(models, slots: list[int], total: int) -> list[int]:
+def _spread(models, slots: list[int], total: int, headroom: float = 2.0) -> list[int]:
+    """Slots left over go first to every job up to its saturating window (slowest first), then as
+    headroom, up to that window times ``headroom`` (the time stays the same; a slower round trip
+    no longer idles the link).  A sparse job gets no headroom: its time grows past saturation."""
     left = total - sum(slots)
     out = list(slots)
-    for j, m in sorted(enumerate(models), key=lambda jm: -jm[1].at(out[jm[0]]).time_s):
-        extra = min(left, m.sat - out[j])
-        out[j] += extra
-        left -= extra
+    order = sorted(range(len(models)), key=lambda j: -models[j].at(out[j]).time_s)
+    for cap in (lambda m: m.sat, lambda m: m.sat if m.spec.protocol == "omnireduce" else int(headroom * m.sat)):
+        for j in order:
+            extra = max(0, min(left, cap(models[j]) - out[j]))
+            out[j] += extra
+            left -= extra
     return out
 
 
@@ -184,7 +189,7 @@ def _split_sum(models, floors, total: int) -> list[int] | None:
     if len(models) > total:
         return None
     if sum(m.sat for m in models) <= total:
-        return [m.sat for m in models]
+        return _spread(models, [m.sat for m in models], total)
 
     def gain(j: int, s: int) -> float:
         m, f = models[j], floors[j]

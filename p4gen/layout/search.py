@@ -85,6 +85,7 @@ class _Ctx:
     workload: Workload
     base: Spec
     deps: dict[str, set[str]]
+    headroom: float = 1.0      # the window over the smallest that reaches the other bounds (dense jobs)
 
 
 def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
@@ -174,18 +175,24 @@ def _candidate(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int, label: str =
 
 def _window_for(ctx: _Ctx, spec: Spec, shape: PassShape, smax: int, target: float | None) -> int:
     """Time objective (target None): the smallest window that reaches the other bounds; else the
-    smallest window whose predicted time is within ``target``."""
+    smallest window whose predicted time is within ``target``.  Then, for dense jobs, that window
+    times the headroom where it fits: the time stays the same, and a round trip slower than the
+    mean no longer idles the link (bench/plan.py measures what a window without headroom loses)."""
     sat = predict(ctx.profile, ctx.workload, _geometry(spec, shape, smax)).window_saturates_at
     if target is None:
-        return max(1, min(smax, sat))
-    lo, hi = 1, max(1, min(smax, sat))
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if predict(ctx.profile, ctx.workload, _geometry(spec, shape, mid)).time_s <= target:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+        w = max(1, min(smax, sat))
+    else:
+        lo, hi = 1, max(1, min(smax, sat))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if predict(ctx.profile, ctx.workload, _geometry(spec, shape, mid)).time_s <= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        w = lo
+    if spec.protocol != "omnireduce":       # a sparse job's time grows with the window past saturation
+        w = min(smax, math.ceil(ctx.headroom * w - 1e-9))
+    return w
 
 
 def _order(objective: str):
@@ -199,7 +206,7 @@ def _order(objective: str):
 def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switchml", variant: str = "hardened",
            widths: list[int] | None = None, objective: str = "time", slack: float = 0.05,
            max_workers: int | None = None, top: int = 4, certify: bool = True,
-           fill_rtt: bool = False) -> SearchResult:
+           fill_rtt: bool = False, headroom: float = 2.0) -> SearchResult:
     """The best layout of ``workload`` on ``profile`` for ``objective``, its runners-up and the references."""
     if objective not in OBJECTIVES:
         raise InfeasibleError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
@@ -212,7 +219,9 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
     mw = max_workers or max(32, workload.workers)
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
                      value_width=max(widths))
-    ctx = _Ctx(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)))
+    if not 1 <= headroom <= 100:
+        raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
+    ctx = _Ctx(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)), headroom)
     all_shapes = shapes(profile, protocol, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
