@@ -1,19 +1,19 @@
-"""Proof time of the slot-reuse protocol vs workers n and vs slot count, from one run.
+"""Verification time: one proof for every n, the pool's speed-up, and the mutants' verdicts, from one run.
 
-    python bench/verify.py [--variant hardened|reference|both] [--ns 2,4,8,16,32] [--sweep]
+    python bench/verify.py [--skip-jobs] [--skip-mutants] [--ranges 2..32,2..128,2..256]
 
-What one protocol proof covers (``p4gen.verify.protocol.prove``): for one n,
-the five slot-reuse properties, by induction over a one-slot model built from
-the plan's decision table (register, exponent and value rows), worker 0's
-events checked by symmetry.  The reference variant is proved under per-worker
-FIFO delivery to the switch, the hardened one with no network assumption.
-``--sweep`` also proves every n from 2 to 32 (what ``p4gen verify`` does for a
-plan with max_workers=32) and prints the total per variant.
+1. Proof time vs the worker range.  ``p4gen verify`` proves each protocol
+   model once, on a symbolic worker count n in lo..hi (see docs/verification.md);
+   the time of that one proof is printed for several ranges, per model
+   (SwitchML reference under per-worker FIFO, SwitchML hardened and
+   OmniReduce with no network assumption).  It should not grow with hi.
+2. ``--jobs 2`` against ``--jobs 1``: the whole ``p4gen verify`` of a
+   ``p4gen build --slots 512 --target tofino`` plan, run in-process once
+   with each setting, one after the other; the ratio is the speed-up.
+3. Every catalogue mutant (``verify/mutants.py``): the time to its verdict
+   at its n (2, or 3 for the mid-round mutants), and the slowest.
 
-Slot count does not enter the model (one slot is modelled; slots are
-independent registers), so the time vs slots only shows noise; it is
-measured at n=4 to demonstrate that.  Every timing line carries the 1-minute
-load average, since the numbers move with whatever else the machine runs.
+The machine is shared: each timing line carries the 1-minute load average.
 """
 
 from __future__ import annotations
@@ -22,68 +22,66 @@ import argparse
 import os
 import time
 
-from p4gen import decision
-from p4gen.verify import fixedpoint, protocol
-
-
-def prove_time(variant: str, n: int, slots: int = 512) -> tuple[bool, float, int]:
-    cfg = protocol.ModelConfig(n=n, table=decision.decision_table(variant), fifo=(variant == "reference"), slots=slots)
-    t0 = time.perf_counter()
-    res = protocol.prove(cfg)
-    return res.proved, time.perf_counter() - t0, res.queries
+from p4gen.planner import make_plan
+from p4gen.spec import make_spec
+from p4gen.target import load_target
+from p4gen.verify import runner
+from p4gen.verify.engine import Prover, bmc
+from p4gen.verify.mutants import CATALOGUE, base_model, mutant_model
+from p4gen.verify.workers import Workers
 
 
 def _load() -> str:
     return f"{os.getloadavg()[0]:.2f}"
 
 
+def prove_range(variant: str, lo: int, hi: int) -> tuple[bool, float, int, int]:
+    t0 = time.perf_counter()
+    p = Prover(base_model(variant), Workers.between(lo, hi))
+    res = [p.check(u) for u in p.units()]
+    ok = not any(r.failed_clauses or r.failed_props for r in res)
+    return ok, time.perf_counter() - t0, len(res), sum(r.queries for r in res)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variant", default="both", choices=["both", "hardened", "reference"])
-    ap.add_argument("--ns", default="2,4,8,16,32")
-    ap.add_argument("--sweep", action="store_true", help="also prove every n from 2 to 32 and print the totals")
+    ap.add_argument("--ranges", default="2..32,2..128,2..256")
+    ap.add_argument("--skip-jobs", action="store_true")
+    ap.add_argument("--skip-mutants", action="store_true")
     a = ap.parse_args(argv)
-    variants = ["reference", "hardened"] if a.variant == "both" else [a.variant]
-    ns = [int(x) for x in a.ns.split(",")]
     print(f"machine: {os.cpu_count()} CPUs")
-    print("protocol proof time vs n (one slot, plain induction, worker-0 events by symmetry; "
-          "reference under per-worker FIFO, hardened with no network assumption)")
-    print(f"{'variant':<10} {'n':>3} {'result':<8} {'queries':>7} {'seconds':>8} {'load':>6}")
-    for v in variants:
-        for n in ns:
-            ok, dt, q = prove_time(v, n)
-            print(f"{v:<10} {n:>3} {'proved' if ok else 'FAILED':<8} {q:>7} {dt:8.2f} {_load():>6}", flush=True)
-    if a.sweep:
+    ranges = [tuple(int(x) for x in r.split("..")) for r in a.ranges.split(",")]
+    print("1. one proof for every n in lo..hi (symbolic n; one process)")
+    print(f"{'model':<11} {'n':>8} {'result':<7} {'units':>5} {'queries':>7} {'seconds':>8} {'load':>6}")
+    for v in ("reference", "hardened", "omnireduce"):
+        for lo, hi in ranges:
+            ok, dt, units, q = prove_range(v, lo, hi)
+            print(f"{v:<11} {f'{lo}..{hi}':>8} {'proved' if ok else 'FAILED':<7} {units:>5} {q:>7} {dt:8.2f} {_load():>6}",
+                  flush=True)
+    if not a.skip_jobs:
         print()
-        print("sweep n=2..32 (every n p4gen verify proves for max_workers=32)")
-        print(f"{'variant':<10} {'result':<22} {'total s':>8} {'max s':>7} {'load':>6}")
-        for v in variants:
-            times, failed = [], []
-            for n in range(2, 33):
-                ok, dt, _ = prove_time(v, n)
-                times.append(dt)
-                if not ok:
-                    failed.append(n)
-            res = "proved n=2..32" if not failed else "FAILED n=" + ",".join(map(str, failed))
-            print(f"{v:<10} {res:<22} {sum(times):8.1f} {max(times):7.2f} {_load():>6}", flush=True)
-    print()
-    print("protocol proof time vs slots (n=4): slots only label chunks (tsi = slot + k*slots); the model is one slot")
-    print(f"{'variant':<10} {'slots':>6} {'seconds':>8} {'load':>6}")
-    for v in variants:
-        for slots in (1, 64, 512, 8192):
-            ok, dt, _ = prove_time(v, 4, slots)
-            print(f"{v:<10} {slots:>6} {dt:8.2f} {_load():>6}{'' if ok else '  FAILED'}", flush=True)
-    print()
-    t0 = time.perf_counter()
-    fp = fixedpoint.prove_all(list(range(2, 33)), 32)
-    ok = all(r.proved for rs in fp.values() for r in rs)
-    print(f"fixed point (no_overflow, error_bound, max_exponent), w=32, n=2..32: {'proved' if ok else 'FAILED'} "
-          f"in {time.perf_counter() - t0:.2f}s")
-    print("exponent: the protocol proofs cover which contributions each result's exponent is the max of "
-          "(the table's exponent rows); max_exponent covers the 8-bit max itself. Not covered: float64 rounding "
-          "in x*scale and the float32 cast after dequantisation.")
-    print("not covered: n > 32 (more than one bitmap word), liveness beyond retransmission_answered, "
-          "that the emitted P4 implements the table.")
+        print("2. p4gen verify of `p4gen build --slots 512 --target tofino` (n=2..32), --jobs 1 then --jobs 2")
+        plan = make_plan(make_spec(slots=512), load_target("tofino"))
+        times = {}
+        for jobs in (1, 2):
+            t0 = time.perf_counter()
+            rep = runner.run(plan, jobs=jobs, out=lambda _: None)
+            times[jobs] = time.perf_counter() - t0
+            print(f"--jobs {jobs}: {'verified' if rep.ok else 'FAILED'} in {times[jobs]:.2f}s  load {_load()}", flush=True)
+        print(f"speed-up of --jobs 2 over --jobs 1: {times[1] / times[2]:.2f}x")
+    if not a.skip_mutants:
+        print()
+        print("3. catalogue mutants: time to the verdict (counterexample search, up to 12 events)")
+        print(f"{'mutant':<36} {'n':>2} {'verdict':<40} {'seconds':>8} {'load':>6}")
+        worst = ("", 0.0)
+        for m in CATALOGUE:
+            t0 = time.perf_counter()
+            cex = bmc(mutant_model(m), m.n, runner.BMC_DEPTH)
+            dt = time.perf_counter() - t0
+            verdict = f"refuted ({cex.prop}, {cex.steps} steps)" if cex else "NOT REFUTED"
+            print(f"{m.name:<36} {m.n:>2} {verdict:<40} {dt:8.2f} {_load():>6}", flush=True)
+            worst = max(worst, (m.name, dt), key=lambda x: x[1])
+        print(f"slowest mutant: {worst[0]} in {worst[1]:.2f}s")
     return 0
 
 

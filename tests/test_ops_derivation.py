@@ -20,7 +20,8 @@ from p4gen.spec import make_spec
 from p4gen.switch import kernels
 from p4gen.switch.model import VEC_MIN_BATCH, SwitchModel, WorkerAddr, job_config
 from p4gen.target import load_target
-from p4gen.verify import protocol
+from p4gen.verify.engine import bmc
+from p4gen.verify.protocol import SwitchML
 from p4gen.verify.z3alg import Z3
 
 PLAN = make_plan(make_spec(slots=4, elements_per_packet=8, variant="reference", max_workers=4), load_target("bmv2"))
@@ -81,7 +82,7 @@ def _z3_state(count: int, n: int) -> int:
 
 
 def _bmc_violation():
-    cex = protocol.bmc(protocol.ModelConfig(n=3, table=decision.decision_table("reference"), fifo=True), 2)
+    cex = bmc(SwitchML(decision.decision_table("reference"), fifo=True), 3, 2)
     return None if cex is None else (cex.prop, cex.steps)
 
 

@@ -30,7 +30,9 @@ from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.target import load_target
-from p4gen.verify import mutants, protocol
+from p4gen.verify import mutants
+from p4gen.verify.engine import bmc
+from p4gen.verify.protocol import SwitchML
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
 import regen  # noqa: E402
@@ -50,7 +52,7 @@ def _plan(target: str = "bmv2") -> Plan:
 
 def _no_bitmap_check(plan: Plan) -> Plan:
     """The hardened table with the bitmap ignored (catalogue mutant hardened_no_bitmap_check)."""
-    return plan.with_decision(mutants._drop_seen(plan.decision))
+    return plan.with_decision(mutants.drop_seen(plan.decision))
 
 
 def _sums(plan: Plan) -> list[list[int]]:
@@ -101,8 +103,8 @@ def test_changed_decision_changes_the_proofs():
     plan = _plan()
     mut = _no_bitmap_check(plan)
     prop = ["retransmission_harmless"]
-    assert protocol.bmc(protocol.ModelConfig(n=2, table=plan.decision, fifo=False), 2, prop) is None
-    cex = protocol.bmc(protocol.ModelConfig(n=2, table=mut.decision, fifo=False), 2, prop)
+    assert bmc(SwitchML(plan.decision, fifo=False), 2, 2, prop) is None
+    cex = bmc(SwitchML(mut.decision, fifo=False), 2, 2, prop)
     assert cex is not None and cex.prop == "retransmission_harmless" and cex.steps == 2
 
 
@@ -120,7 +122,7 @@ def test_verifier_mutants_mutate_the_plans_table():
     table = copy.deepcopy(plan.decision)
     table["assumption"] = "an edited table"
     m = next(m for m in mutants.CATALOGUE if m.name == "hardened_no_stale_drop")
-    cfg = mutants.mutant_config(m, 2, table=plan.with_decision(table).decision)
+    cfg = mutants.mutant_model(m, table=plan.with_decision(table).decision)
     assert cfg.table["assumption"] == "an edited table"
     assert all(r["match"].get("cmp") != "lt" for st in cfg.table["steps"] for r in st["rules"])
 

@@ -1,8 +1,13 @@
-"""`p4gen verify` argument handling and one-line errors."""
+"""`p4gen verify` checks what it is given: one-line errors, NOT COVERED, --jobs, progress only on a terminal."""
 
 import argparse
+import copy
+import io
 import json
 
+import pytest
+
+from p4gen.cli import main
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -16,41 +21,143 @@ def _args(*argv):
     return ap.parse_args(["verify", *argv])
 
 
+def _one_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("p4gen: error:"), err
+    assert "Traceback" not in err[0]
+    return err[0]
+
+
 def test_missing_outdir(tmp_path, capsys):
     args = _args(str(tmp_path / "nope"))
     assert args.func(args) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("p4gen: error:") and "does not exist" in err[0]
+    assert "does not exist" in _one_error(capsys)
 
 
 def test_bad_plan(tmp_path, capsys):
     (tmp_path / "plan.json").write_text("{not json")
     args = _args(str(tmp_path))
     assert args.func(args) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "not valid JSON" in err[0]
+    assert "not valid JSON" in _one_error(capsys)
 
 
 def test_dir_without_plan(tmp_path, capsys):
     args = _args(str(tmp_path))
     assert args.func(args) == 1
-    assert "Traceback" not in capsys.readouterr().err
+    assert "does not exist (run p4gen build first)" in _one_error(capsys)
+
+
+def _write(tmp_path, edit=None, **spec):
+    plan = make_plan(make_spec(**{"variant": "hardened", "max_workers": 4, **spec}), load_target("bmv2"))
+    data = copy.deepcopy(plan.data)
+    if edit:
+        edit(data)
+    (tmp_path / "plan.json").write_text(json.dumps(data))
+    return tmp_path
+
+
+def _set(path, value):
+    def edit(d):
+        *head, last = path
+        for k in head:
+            d = d[k]
+        d[last] = value
+    return edit
+
+
+def _drop_rule(d):
+    # the values step of the hardened table without its default rule: lt packets match nothing
+    step = next(s for s in d["decision"]["steps"] if s["role"] == "values")
+    step["rules"] = step["rules"][:-1]
+
+
+BAD_PLANS = [
+    (_set(("params", "max_workers"), 1), "max_workers=1 leaves no worker count to prove (it must be an integer in "
+                                         "2..256): NOT COVERED"),
+    (_set(("params", "max_workers"), 0), "max_workers=0 leaves no worker count to prove"),
+    (_set(("params", "max_workers"), -3), "max_workers=-3 leaves no worker count to prove"),
+    (_set(("params", "max_workers"), 4.5), "max_workers=4.5 must be an integer in 2..256"),
+    (_set(("params", "slots"), -1), "slots=-1 must be an integer in 1..16777216"),
+    (_set(("protocol",), "allreduce"), "protocol='allreduce' must be one of switchml, omnireduce"),
+    (_set(("registers",), []), "registers must be a non-empty list (got [])"),
+    (_set(("headers",), []), "headers must be a non-empty list (got [])"),
+    (_set(("params", "value_width"), 8), "value_width=8 must be one of 16, 32"),
+    (_drop_rule, "has no valid decision table: no rule matches {'cmp': 'lt', 'seen': '0', 'count': 'none'}"),
+]
+
+
+@pytest.mark.parametrize("edit,message", BAD_PLANS, ids=[m.split("=")[0].split(" ")[0] for _, m in BAD_PLANS])
+def test_plan_checked_before_anything_runs(tmp_path, capsys, edit, message):
+    d = _write(tmp_path, edit)
+    assert main(["verify", str(d), "--jobs", "1"]) == 1
+    line = _one_error(capsys)
+    assert message in line, line
+    assert not (d / "verify.json").exists()
+
+
+def test_plan_check_names_a_table_that_is_not_total():
+    from types import SimpleNamespace
+
+    from p4gen.errors import PlanError
+    from p4gen.verify import plancheck
+
+    plan = make_plan(make_spec(variant="hardened", max_workers=4), load_target("bmv2"))
+    data = copy.deepcopy(plan.data)
+    _drop_rule(data)
+    with pytest.raises(PlanError) as exc:
+        plancheck.check(SimpleNamespace(data=data))
+    assert str(exc.value) == ("plan.json: the decision table is not total: no rule matches "
+                              "{'cmp': 'lt', 'seen': '0', 'count': 'none'}")
 
 
 def test_workers_out_of_range(tmp_path, capsys):
-    plan = make_plan(make_spec(variant="hardened", max_workers=4), load_target("bmv2"))
-    (tmp_path / "plan.json").write_text(plan.to_json())
-    args = _args(str(tmp_path), "--workers", "9")
+    args = _args(str(_write(tmp_path)), "--workers", "9")
     assert args.func(args) == 1
-    assert "--workers 9" in capsys.readouterr().err
+    assert "--workers 9 must be in 2..4 (the plan's max_workers)" in _one_error(capsys)
 
 
-def test_verify_writes_json(tmp_path, capsys):
-    plan = make_plan(make_spec(variant="hardened", max_workers=3), load_target("bmv2"))
-    (tmp_path / "plan.json").write_text(plan.to_json())
-    args = _args(str(tmp_path))
+def test_jobs_must_be_positive(tmp_path, capsys):
+    args = _args(str(_write(tmp_path)), "--jobs", "0")
+    assert args.func(args) == 1
+    assert "--jobs 0 must be at least 1" in _one_error(capsys)
+
+
+def test_verify_writes_json_and_is_silent_on_a_pipe(tmp_path, capsys):
+    args = _args(str(_write(tmp_path, max_workers=3)), "--jobs", "1")
     assert args.func(args) == 0
-    out = capsys.readouterr().out
-    assert "protocol/exact_result" in out and "proved" in out
+    cap = capsys.readouterr()
+    assert "protocol/exact_result" in cap.out and " proved " in cap.out
+    assert cap.err == ""           # no progress line when stderr is not a terminal
     rep = json.loads((tmp_path / "verify.json").read_text())
-    assert rep["ok"] and rep["variant"] == "hardened"
+    assert rep["ok"] and rep["variant"] == "hardened" and rep["n_required"] == [2, 3]
+    assert all(p["status"] == "proved" and p["n"] == [2, 3] for p in rep["properties"])
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_line_on_a_terminal():
+    stream = _Tty()
+    show = cli._progress_line(stream)
+    show(3, 40, "protocol deliver(worker, copy 0; path advance/set/inc_sat/max/add)")
+    assert stream.getvalue() == "\r\x1b[Kverify 3/40  protocol deliver(worker, copy 0; path advance/set/inc_sat/max/add)"
+    assert cli._progress_line(io.StringIO()) is None
+
+
+def test_not_covered_when_a_proof_covers_fewer_n(tmp_path, monkeypatch):
+    from p4gen.verify import fixedpoint, runner
+
+    real = fixedpoint.prove_all
+
+    def short(ns, w):       # a fixed-point run that (wrongly) covers only the first n
+        res = real(ns[:1], w)
+        return res
+    monkeypatch.setattr(fixedpoint, "prove_all", short)
+    plan = make_plan(make_spec(variant="hardened", max_workers=3), load_target("bmv2"))
+    lines = []
+    rep = runner.run(plan, jobs=1, out=lines.append)
+    assert not rep.ok
+    fp = [l for l in rep.lines if l.group == "fixedpoint"]
+    assert fp and all(l.status == "NOT COVERED" and l.detail == "not proved for n=3..3" for l in fp), lines

@@ -1,90 +1,77 @@
-"""Slot-reuse proofs on real plans, the no-FIFO counterexample, and the fixed-point proofs."""
+"""Protocol proofs for every n at once on the real tables, counterexamples, NOT PROVED reports, fixed point."""
+
+import copy
 
 import pytest
+import z3
 
 from p4gen import decision
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
-from p4gen.verify import fixedpoint, protocol
-from p4gen.verify.runner import run
+from p4gen.verify import engine, fixedpoint, runner
+from p4gen.verify.engine import Prover, bmc
+from p4gen.verify.mutants import base_model
+from p4gen.verify.protocol import SwitchML
+from p4gen.verify.workers import Workers, ground
 
 
 def _plan(target, variant, **kw):
     return make_plan(make_spec(variant=variant, slots=512, **kw), load_target(target))
 
 
-@pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
+def _prove(model, lo, hi):
+    p = Prover(model, Workers.between(lo, hi))
+    return [p.check(u) for u in p.units()]
+
+
+@pytest.mark.parametrize("variant", ["reference", "hardened", "omnireduce"])
+def test_one_proof_covers_every_n_up_to_256(variant):
+    # n symbolic in 2..256: one bitmap word or eight, the same queries
+    res = _prove(base_model(variant), 2, 256)
+    bad = [(r.where, r.failed_clauses, r.failed_props) for r in res if r.failed_clauses or r.failed_props]
+    assert not bad and len(res) > 5
+
+
 @pytest.mark.parametrize("variant", ["reference", "hardened"])
-def test_real_plans_verify(target, variant):
+def test_every_event_has_a_path_the_invariant_admits(variant):
+    # not vacuous: for every event some (event, path) hypothesis is satisfiable
+    m = base_model(variant)
+    p = Prover(m, Workers.between(2, 64))
+    for i, ev in enumerate(p.events):
+        sat = []
+        for c in p.cases(i):
+            hyp = z3.And(*p.axioms, c.guard, p.inv(p.s),
+                         *engine.card_facts(p.ws, m.bitmaps(p.s) + m.bitmaps(c.post)))
+            f, _ = ground(hyp, p.ws, p.named)
+            s = z3.Solver()
+            s.add(f)
+            sat.append(s.check() == z3.sat)
+        assert any(sat), ev.text()
+
+
+def test_real_plans_verify_through_the_runner():
     lines = []
-    rep = run(_plan(target, variant), workers=[2, 3], out=lines.append)
+    rep = runner.run(_plan("tofino", "hardened"), workers=[2, 3], jobs=1, out=lines.append)
     assert rep.ok, "\n".join(lines)
-    assert any("protocol/exact_result" in l and "proved" in l for l in lines)
+    text = "\n".join(lines)
+    for prop in ("exact_result", "completion_multicast", "retransmission_unicast"):
+        assert any(l.startswith(f"protocol/{prop} ") and " proved " in l and "n=2,3" in l for l in lines), text
+    assert "lemma/bitmap_word_split" in text and "note: --workers narrowed the proof to n=2..3" in text
 
 
-@pytest.mark.parametrize("variant", ["reference", "hardened"])
-@pytest.mark.parametrize("n", [4, 8])
-def test_protocol_proves_larger_n(variant, n):
-    cfg = protocol.ModelConfig(n=n, table=decision.decision_table(variant), fifo=(variant == "reference"))
-    res = protocol.prove(cfg)
-    assert res.proved, (res.failed_clause, res.failed_event, res.properties)
-
-
-@pytest.mark.parametrize("variant", ["reference", "hardened"])
-def test_protocol_proves_full_bitmap_word(variant):
-    # n = 32 is the bitmap width and the slowest n; the n = 2..32 sweep takes several minutes
-    # and is run by `python bench/verify.py --sweep` (its output prints the totals)
-    cfg = protocol.ModelConfig(n=32, table=decision.decision_table(variant), fifo=(variant == "reference"))
-    res = protocol.prove(cfg)
-    assert res.proved, (res.failed_clause, res.failed_event, res.properties)
-
-
-@pytest.mark.parametrize("n", [2, 17, 32])
-def test_popcount_lemmas_hold(n):
-    assert all(protocol.prove_popcount_lemmas(n).values())
-
-
-def test_false_popcount_lemma_is_caught(monkeypatch):
-    good = protocol._lemma_schemas
-
-    def bad(n, w=0):
-        sch = good(n, w)
-        sch["set"] = lambda pc, x: pc(x | 1) == pc(x) + 1    # wrong when the bit is already set
-        return sch
-    monkeypatch.setattr(protocol, "_lemma_schemas", bad)
-    assert not protocol.prove_popcount_lemmas(4)["set"]
-    res = protocol.prove(protocol.ModelConfig(n=2, table=decision.decision_table("hardened"), fifo=False))
-    assert not res.proved and res.failed_clause == "popcount lemma set"
-
-
-def test_table_paths_cover_every_state():
-    # the paths of a delivery are exclusive and exhaustive, so splitting a query by path is a tautology
-    cfg = protocol.ModelConfig(n=3, table=decision.decision_table("hardened"), fifo=False)
-    s = protocol.State.fresh("t", 3)
-    k, off = protocol.z3.Int("k"), protocol.z3.Int("off")
-    conds = [c for _, c, _, _ in protocol.switch_cases(cfg, s, off, 0, 0, k)]
-    z3 = protocol.z3
-    sol = z3.Solver()
-    sol.add(z3.Not(z3.Or(conds)))
-    assert sol.check() == z3.unsat
-    for i in range(len(conds)):
-        for j in range(i):
-            sol = z3.Solver()
-            sol.add(conds[i], conds[j])
-            assert sol.check() == z3.unsat
-
-
-def test_hardened_needs_no_fifo():
-    cfg = protocol.ModelConfig(n=3, table=decision.decision_table("hardened"), fifo=False)
-    assert protocol.prove(cfg).proved
+def test_runner_in_a_pool_of_two(capsys):
+    lines = []
+    rep = runner.run(_plan("bmv2", "reference", max_workers=40), jobs=2, out=lines.append)
+    assert rep.ok and rep.jobs == 2, "\n".join(lines)
+    assert all(l.ns == list(range(2, 41)) for l in rep.lines)
+    assert "n=2..40 in one proof, 2 job(s)" in lines[0]
 
 
 def test_reference_without_fifo_has_late_duplicate_counterexample():
-    cfg = protocol.ModelConfig(n=2, table=decision.decision_table("reference"), fifo=False)
-    assert not protocol.prove(cfg).proved
-    cex = protocol.bmc(cfg, 8, ["retransmission_harmless"])
-    assert cex is not None and cex.steps <= 7
+    m = SwitchML(decision.decision_table("reference"), fifo=False)
+    cex = bmc(m, 2, 8, ["retransmission_harmless"])
+    assert cex is not None and cex.steps <= 6
     last = cex.rows[-1]
     # the last event is a delayed duplicate of an old chunk, on the copy its worker has left, that is added again
     assert "delayed duplicate" in last.event and "add contribution" in last.action
@@ -92,22 +79,63 @@ def test_reference_without_fifo_has_late_duplicate_counterexample():
     assert moved and moved[0].copy != last.copy
 
 
-def test_runner_no_fifo_prints_counterexample():
+def test_runner_no_fifo_prints_counterexample_and_not_proved():
     lines = []
-    rep = run(_plan("bmv2", "reference"), fifo=False, workers=[2], out=lines.append)
+    rep = runner.run(_plan("bmv2", "reference"), fifo=False, workers=[2], jobs=1, out=lines.append)
     assert not rep.ok
     text = "\n".join(lines)
     assert "COUNTEREXAMPLE" in text and "delayed duplicate" in text
     assert "step  worker  slot  copy  chunk/tsi  event" in text
+    # what has no trace names the invariant clause and the table path that failed, and the trace to look at
+    np = [l for l in rep.lines if l.status == "NOT PROVED"]
+    assert np and all("not inductive on deliver(worker, copy" in l.detail and "; path " in l.detail
+                      and "see the counterexample to" in l.detail for l in np)
 
 
-@pytest.mark.parametrize("w", [16, 32])
-def test_fixed_point_all_n(w):
-    res = fixedpoint.prove_all(list(range(2, 33)), w)
-    for name, rs in res.items():
-        assert all(r.proved for r in rs), (name, [r.detail for r in rs if not r.proved])
+def test_not_proved_says_how_far_the_search_went(monkeypatch):
+    # the late duplicate needs 5 events: a search of 4 finds nothing, and the report says so
+    monkeypatch.setattr(runner, "BMC_DEPTH", 3)
+    monkeypatch.setattr(runner, "DEEP_DEPTH", 4)
+    lines = []
+    rep = runner.run(_plan("bmv2", "reference"), fifo=False, workers=[2], jobs=1, out=lines.append)
+    proto = [l for l in rep.lines if l.group == "protocol"]
+    assert proto and all(l.status == "NOT PROVED" for l in proto), "\n".join(lines)
+    assert all(l.detail.endswith("; no counterexample within 4 steps at n=2") for l in proto)
+    assert all(l.detail.startswith("invariant clause ") for l in proto)
+
+
+def _edited(plan, edit):
+    table = copy.deepcopy(plan.decision)
+    edit(table)
+    return plan.with_decision(table)
+
+
+def test_edited_tables_answer_quickly_with_a_trace():
+    """Slips that used to get no answer: mid-round write (needs 3 workers) and add/write swapped."""
+    def mid_write(t):
+        for r in decision.step(t, "values")["rules"]:
+            if r["match"].get("count") == "mid":
+                r["op"] = "write"
+
+    def swap(t):
+        for r in decision.step(t, "values")["rules"]:
+            r["op"] = {"add": "write", "write": "add"}.get(r["op"], r["op"])
+    for edit, n in ((mid_write, 3), (swap, 2)):
+        lines = []
+        rep = runner.run(_edited(_plan("bmv2", "hardened", max_workers=8), edit), jobs=2, out=lines.append)
+        cexs = [l for l in rep.lines if l.status == "COUNTEREXAMPLE"]
+        assert not rep.ok and cexs, "\n".join(lines)
+        assert min(l.counterexample.n for l in cexs) == n
+        assert all(l.status in ("proved", "COUNTEREXAMPLE", "NOT PROVED") for l in rep.lines)
+
+
+def test_fixed_point_every_n():
+    for w in (16, 32):
+        res = fixedpoint.prove_all(list(range(2, 257)), w)
+        assert all(r.proved for r in res.values()), {k: r.detail for k, r in res.items()}
 
 
 def test_fixed_point_detects_too_large_limit(monkeypatch):
     monkeypatch.setattr(fixedpoint, "limit", lambda n, w: ((1 << (w - 1)) - 1) // n + 1)
-    assert not fixedpoint.prove_no_overflow(2, 16).proved
+    r = fixedpoint.prove_no_overflow([2, 3], 16)
+    assert not r.proved and "n=2" in r.detail

@@ -16,10 +16,23 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-fifo", action="store_true",
                    help="drop the per-worker-link FIFO assumption (the reference variant then has a counterexample)")
     p.add_argument("--mutants", action="store_true", help="also refute the catalogue of seeded mutants")
-    p.add_argument("--workers", type=int, metavar="N", help="prove for n=N workers only (default: every n from 2 to max_workers)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="prove for n=N workers only (default: every n from 2 to max_workers, in one proof)")
+    p.add_argument("--jobs", type=int, metavar="N", help="proofs run in N processes (default: the number of cores)")
     p.add_argument("--json", metavar="PATH", help="write the report here (default OUTDIR/verify.json)")
     p.set_defaults(func=handler)
     return p
+
+
+def _progress_line(stream):
+    """A progress callback that redraws one line on ``stream``, or None when it is not a terminal."""
+    if not stream.isatty():
+        return None
+
+    def show(done: int, total: int, label: str) -> None:
+        stream.write(f"\r\x1b[Kverify {done}/{total}  {label[:100]}")
+        stream.flush()
+    return show
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -27,13 +40,22 @@ def handler(args: argparse.Namespace) -> int:
 
     from .runner import run
 
+    progress = _progress_line(sys.stderr)
     try:
         outdir = Path(args.outdir)
         if not outdir.exists():
             raise PlanError(f"{str(outdir)!r} does not exist (run p4gen build first)")
+        if args.jobs is not None and args.jobs < 1:
+            raise PlanError(f"--jobs {args.jobs} must be at least 1")
         plan = Plan.load(outdir)
-        report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
-                     workers=[args.workers] if args.workers is not None else None)
+        try:
+            report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
+                         workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
+                         progress=progress)
+        finally:
+            if progress is not None:
+                sys.stderr.write("\r\x1b[K")
+                sys.stderr.flush()
         path = Path(args.json) if args.json else (outdir if outdir.is_dir() else outdir.parent) / "verify.json"
         try:
             path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")

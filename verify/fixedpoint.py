@@ -1,34 +1,40 @@
-"""Fixed-point (block floating point) proofs, over Z3 bit-vectors and reals.
+"""Fixed-point (block floating point) proofs, over Z3 bit-vectors and reals, for every n at once.
 
 The codec contract (``p4gen.host.codec``): ``L = floor((2**(w-1)-1)/n)``,
 ``scale(e_max, n) = (2**(w-1)-1)/(n*2**e_max)``, ``q = clip(rint(x*scale),
 -L, L)``, the switch adds n w-bit values with wrap-around, and
-``dequantize = q_sum/scale``.  For the plan's value width w and every n, the
-proofs are:
+``dequantize = q_sum/scale``.  Write ``B = (2**(w-1)-1)/n`` (so ``L =
+floor(B)``) and ``P = n*L``.  Every query below quantifies over ``L``, ``P``
+and ``B`` instead of n, so one query covers every worker count; what is
+left of n is the integer fact ``n*L <= 2**(w-1)-1`` (floor division), which
+is computed for every n of the range, and the codec's own ``limit`` is
+checked against the contract for each of them.
 
 ``no_overflow``
     One step of the running sum, as w-bit two's complement: for all
-    partial sums ``S`` with ``|S| <= (n-1)*L`` and addends ``|q| <= L``, the
-    wrapped sum ``bvadd(S, q)`` equals the exact sum (no signed overflow)
-    and ``|S+q| <= n*L``.  By induction over the n additions (the partial
-    sum after j additions is bounded by j*L <= (n-1)*L before the last
-    one), the switch's wrapped total equals the exact total for every
-    input the codec can produce, in any arrival order.
+    ``0 <= L <= P <= 2**(w-1)-1``, partial sums ``|S| <= P-L`` and addends
+    ``|q| <= L``, the wrapped sum ``bvadd(S, q)`` equals the exact sum and
+    ``|S+q| <= P``.  With ``P = n*L``, ``P - L = (n-1)*L`` bounds the partial
+    sum before the n-th addition (after j additions it is at most j*L), so
+    by induction over the n additions the switch's wrapped total equals the
+    exact total for every input the codec can produce, in any arrival order.
 ``error_bound``
-    Over the reals, with ``y_i = x_i*scale`` and ``|y_i| < B =
-    (2**(w-1)-1)/n`` (which ``max_exponent`` establishes), ``r_i`` an
-    integer with ``|r_i - y_i| <= 1/2`` (rint) and ``q_i = clip(r_i, -L, L)``:
-    ``|sum q_i - sum y_i| < n``.  Dividing by ``scale > 0``:
-    ``|sum(q)/scale - sum(x)| < n/scale = n**2 * 2**e_max / (2**(w-1)-1)``,
-    the bound ``p4gen.host.codec.error_bound`` states.
+    Over the reals, for every ``B > 0`` and integer ``L`` with ``L <= B < L+1``,
+    ``|y| < B`` (which ``max_exponent`` establishes), ``r`` an integer with
+    ``|r - y| <= 1/2`` (rint) and ``q = clip(r, -L, L)``: ``|q - y| < 1``; and
+    a sum of per-element errors in (-1, 1) stays in (-j, j) after j terms
+    (one induction step, every j).  So ``|sum q_i - sum y_i| < n``; dividing
+    by ``scale > 0``: ``|sum(q)/scale - sum(x)| < n/scale = n**2 *
+    2**e_max / (2**(w-1)-1)``, the bound ``p4gen.host.codec.error_bound``
+    states.
 ``max_exponent``
     The switch keeps the biased exponent with ``p4gen.ops.exponent_op``
     ("max" on the unsigned 8-bit field) and that equals the biased maximum
     exponent for every pair in -127..128 (so, folded over the workers, the
     switch holds the max exponent whatever the arrival order); and with
-    ``e_i <= e_max``, ``|x_i| < 2**e_i`` gives ``|x_i*scale| < B``: every
-    worker's value is in range before clipping (clipping changes it by less
-    than one unit).
+    ``e_i <= e_max``, ``|x_i| < 2**e_i`` gives ``|x_i*scale| < B`` for every
+    ``B > 0``: every worker's value is in range before clipping (clipping
+    changes it by less than one unit).
 
 Not modelled: float64 rounding inside ``x*scale`` and the final cast to
 float32 (a relative error of 2**-53 per product, and half a float32 ulp).
@@ -74,7 +80,7 @@ def limit(n: int, w: int) -> int:
 @dataclass
 class FPResult:
     prop: str
-    n: int
+    ns: list[int]
     proved: bool
     seconds: float
     detail: str = ""
@@ -89,48 +95,52 @@ def _unsat(solver: z3.Solver) -> tuple[bool, str]:
     return False, f"solver returned {r}"
 
 
-def prove_no_overflow(n: int, w: int) -> FPResult:
+def _limits(ns: list[int], w: int) -> tuple[bool, str]:
+    """n*L <= 2**(w-1)-1 and L <= B < L+1 for every n (exact integer arithmetic; L from :func:`limit`)."""
+    top = (1 << (w - 1)) - 1
+    for n in ns:
+        L = limit(n, w)
+        if not (0 <= n * L <= top < n * (L + 1)):
+            return False, f"n={n}: L={L} is not floor((2**{w - 1}-1)/n)"
+    return True, ""
+
+
+def prove_no_overflow(ns: list[int], w: int) -> FPResult:
     t0 = time.perf_counter()
-    L = limit(n, w)
-    S, q = z3.BitVec("S", w), z3.BitVec("q", w)
     wide = w + 8
+    S, q = z3.BitVec("S", w), z3.BitVec("q", w)
+    L, P = z3.BitVec("L", wide), z3.BitVec("P", wide)
     Sx, qx = z3.SignExt(8, S), z3.SignExt(8, q)
     exact = Sx + qx
     wrapped = z3.SignExt(8, S + q)
-
-    def absle(x, bound, width):
-        b = z3.BitVecVal(bound, width)
-        return z3.And(x <= b, x >= -b)
-
+    absle = lambda x, b: z3.And(x <= b, x >= -b)  # noqa: E731
     s = z3.Solver()
-    s.add(absle(Sx, (n - 1) * L, wide), absle(qx, L, wide))
-    s.add(z3.Not(z3.And(wrapped == exact, absle(exact, n * L, wide))))
+    s.add(L >= 0, L <= P, P <= (1 << (w - 1)) - 1, absle(Sx, P - L), absle(qx, L))
+    s.add(z3.Not(z3.And(wrapped == exact, absle(exact, P))))
     ok, detail = _unsat(s)
-    # the bound itself: n*L fits the signed w-bit range
-    ok = ok and n * L <= (1 << (w - 1)) - 1
-    return FPResult("no_overflow", n, ok, time.perf_counter() - t0, detail)
+    ok2, d2 = _limits(ns, w)
+    return FPResult("no_overflow", ns, ok and ok2, time.perf_counter() - t0, detail or d2)
 
 
-def prove_error_bound(n: int, w: int) -> FPResult:
+def prove_error_bound(ns: list[int], w: int) -> FPResult:
     t0 = time.perf_counter()
-    L = limit(n, w)
-    B = z3.RealVal((1 << (w - 1)) - 1) / n
-    # 1. one element: |clip(rint(y)) - y| < 1 whenever |y| < B
+    # 1. one element: |clip(rint(y)) - y| < 1 whenever |y| < B, L <= B < L + 1
     s = z3.Solver()
-    y, r = z3.Real("y"), z3.Int("r")
-    rr = z3.ToReal(r)
+    y, r, L, B = z3.Real("y"), z3.Int("r"), z3.Int("L"), z3.Real("B")
+    rr, Lr = z3.ToReal(r), z3.ToReal(L)
+    s.add(L >= 0, Lr <= B, B < Lr + 1, B > 0)
     s.add(y < B, y > -B, rr - y <= z3.RealVal("1/2"), y - rr <= z3.RealVal("1/2"))
-    q = z3.ToReal(z3.If(r > L, z3.IntVal(L), z3.If(r < -L, z3.IntVal(-L), r)))
+    q = z3.ToReal(z3.If(r > L, L, z3.If(r < -L, -L, r)))
     s.add(z3.Not(z3.And(q - y < 1, y - q < 1)))
     ok1, d1 = _unsat(s)
-    # 2. n elements: per-element errors in (-1, 1) sum to less than n in magnitude
+    # 2. errors in (-1, 1) summed: |D| < j and |d| < 1 give |D + d| < j + 1 (every j; induction from D = 0)
     s2 = z3.Solver()
-    ds = [z3.Real(f"d{i}") for i in range(n)]
-    s2.add(*[z3.And(d > -1, d < 1) for d in ds])
-    tot = z3.Sum(ds)
-    s2.add(z3.Not(z3.And(tot < n, tot > -n)))
+    D, d, j = z3.Real("D"), z3.Real("d"), z3.Int("j")
+    s2.add(j >= 0, D > -z3.ToReal(j), D < z3.ToReal(j), d > -1, d < 1)
+    s2.add(z3.Not(z3.And(D + d < z3.ToReal(j) + 1, D + d > -z3.ToReal(j) - 1)))
     ok2, d2 = _unsat(s2)
-    return FPResult("error_bound", n, ok1 and ok2, time.perf_counter() - t0, d1 or d2)
+    ok3, d3 = _limits(ns, w)
+    return FPResult("error_bound", ns, ok1 and ok2 and ok3, time.perf_counter() - t0, d1 or d2 or d3)
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,8 +148,6 @@ def _max_op_is_max() -> tuple[bool, str]:
     """ops.exponent_op("max") on biased 8-bit fields is the biased max (independent of n and w)."""
     from .z3alg import Z3
 
-
-    # 1. the switch's "max" op over biased 8-bit fields is the biased max
     e1, e2 = z3.Int("e1"), z3.Int("e2")
     f1, f2 = z3.BitVec("f1", 8), z3.BitVec("f2", 8)
     s = z3.Solver()
@@ -152,27 +160,23 @@ def _max_op_is_max() -> tuple[bool, str]:
     return _unsat(s)
 
 
-def prove_max_exponent(n: int, w: int) -> FPResult:
+def prove_max_exponent(ns: list[int], w: int) -> FPResult:
     t0 = time.perf_counter()
     ok1, d1 = _max_op_is_max()
     # 2. scaling by the max exponent keeps |x*scale| < B: with u = x/2**e_max and
-    #    t = 2**(e_i - e_max) in (0, 1] (because e_i <= e_max), |u| < t
-    B = z3.RealVal((1 << (w - 1)) - 1) / n
-    u, t = z3.Real("u"), z3.Real("t")
+    #    t = 2**(e_i - e_max) in (0, 1] (because e_i <= e_max), |u| < t; for every B > 0
+    u, t, B = z3.Real("u"), z3.Real("t"), z3.Real("B")
     s2 = z3.Solver()
-    s2.add(t > 0, t <= 1, u < t, u > -t)
+    s2.add(B > 0, t > 0, t <= 1, u < t, u > -t)
     y = u * B   # = x * scale
     s2.add(z3.Not(z3.And(y < B, y > -B)))
     ok2, d2 = _unsat(s2)
     # 3. the biased field of every exponent the codec produces fits 8 bits
     ok3 = 0 <= EXPONENT_MIN + EXPONENT_BIAS and EXPONENT_MAX + EXPONENT_BIAS <= 255
-    return FPResult("max_exponent", n, ok1 and ok2 and ok3, time.perf_counter() - t0, d1 or d2)
+    return FPResult("max_exponent", ns, ok1 and ok2 and ok3, time.perf_counter() - t0, d1 or d2)
 
 
-def prove_all(ns: list[int], w: int) -> dict[str, list[FPResult]]:
-    out: dict[str, list[FPResult]] = {p: [] for p in PROPERTIES}
-    for n in ns:
-        out["no_overflow"].append(prove_no_overflow(n, w))
-        out["error_bound"].append(prove_error_bound(n, w))
-        out["max_exponent"].append(prove_max_exponent(n, w))
-    return out
+def prove_all(ns: list[int], w: int) -> dict[str, FPResult]:
+    """Every fixed-point property for the worker counts ``ns`` (one query per property covers all of them)."""
+    return {"no_overflow": prove_no_overflow(ns, w), "error_bound": prove_error_bound(ns, w),
+            "max_exponent": prove_max_exponent(ns, w)}

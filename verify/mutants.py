@@ -1,9 +1,11 @@
 """Seeded mutants: broken decision tables and worker behaviours the verifier must refute.
 
-Each mutant is a :class:`~p4gen.verify.protocol.ModelConfig` transform.  The
-catalogue is a test fixture: ``p4gen verify --mutants`` and
-``tests/test_verify_mutants.py`` check that every one is refuted with a
-concrete trace from the initial state.
+Each mutant is a transform of a protocol model (:class:`~p4gen.verify.protocol.SwitchML`
+or :class:`~p4gen.verify.omni.OmniReduce`): most edit the decision table the
+way a developer might slip, a few change what workers do.  The catalogue is
+a test fixture: ``p4gen verify --mutants`` applies the mutants of the plan's
+protocol and variant to the plan's own table, and ``tests/test_verify_mutants.py``
+checks that every one is refuted with a concrete trace from the initial state.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any, Callable
 
 from p4gen import decision
 
-from .protocol import ModelConfig
+from .engine import Model
+from .omni import OmniReduce
+from .protocol import SwitchML
 
 
-def _drop_seen(table: dict[str, Any]) -> dict[str, Any]:
+def drop_seen(table: dict[str, Any]) -> dict[str, Any]:
     """Ignore the bitmap: rules for seen=1 vanish, rules for seen=0 match always."""
     t = copy.deepcopy(table)
     for st in t["steps"] + [t["outcome"]]:
@@ -33,23 +37,32 @@ def _drop_seen(table: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
-def _set_op(table: dict[str, Any], role: str, old: str, new: str) -> dict[str, Any]:
+def set_op(table: dict[str, Any], role: str, old: str, new: str, **match: str) -> dict[str, Any]:
+    """Every ``role`` rule naming ``old`` (and matching ``match``) names ``new`` instead."""
     t = copy.deepcopy(table)
     for r in decision.step(t, role)["rules"]:
-        if r["op"] == old:
+        if r["op"] == old and all(r["match"].get(k) == v for k, v in match.items()):
             r["op"] = new
     return t
 
 
-def _complete_seen_drops(table: dict[str, Any]) -> dict[str, Any]:
+def swap_ops(table: dict[str, Any], role: str, a: str, b: str) -> dict[str, Any]:
     t = copy.deepcopy(table)
-    for r in t["outcome"]["rules"]:
-        if r["action"] == "unicast":
-            r["action"], r["stat"] = "drop", "drop_duplicate"
+    for r in decision.step(t, role)["rules"]:
+        r["op"] = {a: b, b: a}.get(r["op"], r["op"])
     return t
 
 
-def _stale_as_current(table: dict[str, Any]) -> dict[str, Any]:
+def set_outcome(table: dict[str, Any], old_action: str, action: str, stat: str) -> dict[str, Any]:
+    """Every outcome rule with ``old_action`` becomes (``action``, ``stat``)."""
+    t = copy.deepcopy(table)
+    for r in t["outcome"]["rules"]:
+        if r["action"] == old_action:
+            r["action"], r["stat"] = action, stat
+    return t
+
+
+def stale_as_current(table: dict[str, Any]) -> dict[str, Any]:
     """Hardened: packets older than the stored chunk are treated like current ones."""
     t = copy.deepcopy(table)
     for st in t["steps"] + [t["outcome"]]:
@@ -68,43 +81,107 @@ def _stale_as_current(table: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
+def header_only_adds(table: dict[str, Any]) -> dict[str, Any]:
+    """OmniReduce: the values step adds whatever a packet carries, data header or not."""
+    t = copy.deepcopy(table)
+    for r in decision.step(t, "values")["rules"]:
+        if r["op"] == "add":
+            r["match"]["data"] = "*"
+    return t
+
+
+def _table(f: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Model], Model]:
+    return lambda m: replace(m, table=f(m.table))
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    variant: str
+    variant: str        # reference | hardened | omnireduce: the table it applies to
     description: str
-    apply: Callable[[ModelConfig], ModelConfig]
+    apply: Callable[[Model], Model]
+    n: int = 2          # the worker count the trace needs (a round has a middle contribution from n = 3 on)
 
+
+_ABSORB = lambda t: set_outcome(t, "multicast", "drop", "absorbed")  # noqa: E731
+_MULTICAST_ANSWER = lambda t: set_outcome(t, "unicast", "multicast", "multicast")  # noqa: E731
+_MID_WRITE = lambda t: set_op(t, "values", "add", "write", count="mid")  # noqa: E731
+_SWAP = lambda t: swap_ops(t, "values", "add", "write")  # noqa: E731
 
 CATALOGUE: list[Mutant] = [
+    # SwitchML, reference table
     Mutant("no_shadow_copy", "reference", "workers always use copy 0 (no shadow copy)",
-           lambda c: replace(c, copy_rule="zero")),
+           lambda m: replace(m, copy_rule="zero")),
     Mutant("no_bitmap_check", "reference", "the switch adds a contribution even when the worker's bit is set",
-           lambda c: replace(c, table=_drop_seen(c.table))),
+           _table(drop_seen)),
     Mutant("counter_off_by_one", "reference", "the counter completes after n-1 contributions",
-           lambda c: replace(c, counter_delta=-1)),
+           lambda m: replace(m, counter_delta=-1)),
     Mutant("no_unicast_on_retransmission", "reference",
            "a retransmission to a complete slot is dropped instead of answered by unicast",
-           lambda c: replace(c, table=_complete_seen_drops(c.table))),
+           _table(lambda t: set_outcome(t, "unicast", "drop", "drop_duplicate"))),
     Mutant("other_bit_not_cleared", "reference", "the worker's bit in the other copy is not cleared (set, not set_clear)",
-           lambda c: replace(c, table=_set_op(c.table, "bitmap", "set_clear", "set"))),
+           _table(lambda t: set_op(t, "bitmap", "set_clear", "set"))),
     Mutant("wrong_copy_flip", "reference", "the worker flips the copy on every send, retransmissions included",
-           lambda c: replace(c, copy_rule="toggle")),
+           lambda m: replace(m, copy_rule="toggle")),
     Mutant("unlabelled_results", "reference", "results are not labelled with the chunk (workers accept any result)",
-           lambda c: replace(c, label_check=False)),
+           lambda m: replace(m, label_check=False)),
     Mutant("exponent_last_writer", "reference",
            "the exponent register keeps the last contribution's exponent (write, not max)",
-           lambda c: replace(c, table=_set_op(c.table, "exponent", "max", "write"))),
+           _table(lambda t: set_op(t, "exponent", "max", "write"))),
+    Mutant("last_absorbed", "reference", "the last contribution is absorbed instead of multicast",
+           _table(_ABSORB)),
+    Mutant("retransmission_multicast", "reference", "the answer to a retransmission is multicast to every worker",
+           _table(_MULTICAST_ANSWER)),
+    Mutant("mid_write", "reference", "a mid-round contribution writes instead of adds", _table(_MID_WRITE), 3),
+    Mutant("add_write_swapped", "reference", "the first contribution adds and the later ones write",
+           _table(_SWAP)),
+    # SwitchML, hardened table
     Mutant("hardened_no_bitmap_check", "hardened", "hardened: contributions are added even when the bit is set",
-           lambda c: replace(c, table=_drop_seen(c.table))),
+           _table(drop_seen)),
     Mutant("hardened_no_stale_drop", "hardened", "hardened: packets for an older chunk are treated as current",
-           lambda c: replace(c, table=_stale_as_current(c.table))),
+           _table(stale_as_current)),
+    Mutant("hardened_last_absorbed", "hardened", "hardened: the last contribution is absorbed instead of multicast",
+           _table(_ABSORB)),
+    Mutant("hardened_retransmission_multicast", "hardened",
+           "hardened: the answer to a retransmission is multicast to every worker", _table(_MULTICAST_ANSWER)),
+    Mutant("hardened_mid_write", "hardened", "hardened: a mid-round contribution writes instead of adds",
+           _table(_MID_WRITE), 3),
+    Mutant("hardened_add_write_swapped", "hardened", "hardened: the first contribution adds and the later ones write",
+           _table(_SWAP)),
+    # OmniReduce
+    Mutant("omni_minnext_last_writer", "omnireduce", "the minnext register keeps the last packet's offset (write, not min)",
+           _table(lambda t: set_op(t, "minnext", "min", "write"))),
+    Mutant("omni_header_only_adds", "omnireduce", "a header-only packet is added to the sum (values add when data=0)",
+           _table(header_only_adds)),
+    Mutant("omni_no_shadow_copy", "omnireduce", "workers run every round on copy 0 (no shadow copy)",
+           lambda m: replace(m, copy_rule="zero")),
+    Mutant("omni_header_only_first_writes", "omnireduce",
+           "a header-only first packet stores what it carries (write, not clear)",
+           _table(lambda t: set_op(t, "values", "clear", "write"))),
+    Mutant("omni_no_bitmap_check", "omnireduce", "the switch takes a packet even when the worker's bit is set",
+           _table(drop_seen)),
+    Mutant("omni_last_absorbed", "omnireduce", "the round's last packet is absorbed instead of multicast",
+           _table(_ABSORB)),
+    Mutant("omni_retransmission_multicast", "omnireduce",
+           "the answer to a retransmission is multicast to every worker", _table(_MULTICAST_ANSWER)),
+    Mutant("omni_mid_write", "omnireduce", "a mid-round block writes instead of adds", _table(_MID_WRITE), 3),
 ]
 
+VARIANTS = ("reference", "hardened", "omnireduce")
 
-def mutant_config(m: Mutant, n: int, slots: int = 512, value_width: int = 32,
-                  table: dict[str, Any] | None = None) -> ModelConfig:
-    """``m`` applied to ``table`` (a plan's decision of variant ``m.variant``; default: the built-in one)."""
-    base = ModelConfig(n=n, table=table if table is not None else decision.decision_table(m.variant),
-                       fifo=(m.variant == "reference"), slots=slots, value_width=value_width)
-    return m.apply(base)
+
+def base_model(variant: str, table: dict[str, Any] | None = None, slots: int = 512) -> Model:
+    """The model of a variant's table (``table``: a plan's decision of that variant; default: the built-in one)."""
+    if variant == "omnireduce":
+        return OmniReduce(table if table is not None else decision.decision_table("hardened", "omnireduce"),
+                          slots=slots)
+    return SwitchML(table if table is not None else decision.decision_table(variant),
+                    fifo=(variant == "reference"), slots=slots)
+
+
+def mutant_model(m: Mutant, table: dict[str, Any] | None = None, slots: int = 512) -> Model:
+    return m.apply(base_model(m.variant, table, slots))
+
+
+def of_variant(variant: str) -> list[Mutant]:
+    return [m for m in CATALOGUE if m.variant == variant]

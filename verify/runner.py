@@ -1,124 +1,62 @@
-"""``p4gen verify``: run the fixed-point and protocol proofs for a Plan and report.
+"""``p4gen verify``: prove a plan's fixed-point and protocol properties for every n it admits, and report.
 
-One line per property (``proved`` or ``COUNTEREXAMPLE`` plus time);
-counterexamples print a packet trace table.  The report is also written as
-JSON (``verify.json``) by the CLI.
+The plan is checked first (:mod:`p4gen.verify.plancheck`).  Then, in one
+:class:`~p4gen.verify.jobs.Pool`:
+
+* the fixed-point proofs and the bitmap word-split lemma;
+* one induction unit per (event, table path) of the plan's protocol model,
+  on the symbolic worker set ``n = lo..hi`` (``2..max_workers`` unless
+  ``--workers`` narrows it), so one proof covers every n;
+* as soon as a unit fails, the search for a counterexample (bounded model
+  checking at the two smallest n), ahead of the units still queued;
+* with ``mutants``, every catalogue mutant of the plan's variant, applied to
+  the plan's own table.
+
+When the induction fails and no trace turned up, the search goes deeper;
+each property then ends ``COUNTEREXAMPLE`` with a trace, or ``NOT PROVED``
+with the invariant clause and the table path that failed.  A property that
+holds for fewer n than were asked is ``NOT COVERED``.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any, Callable
 
-from p4gen import decision
 from p4gen.errors import PlanError
 
-from . import fixedpoint, protocol
-from .mutants import CATALOGUE, mutant_config
+from . import plancheck
+from .jobs import Pool, Task, prover
+from .mutants import base_model, mutant_model, of_variant
+from .protocol import SwitchML
+from .report import COUNTEREXAMPLE, NOT_COVERED, NOT_PROVED, PROVED, MutantLine, PropertyLine, VerifyReport
 
-BMC_DEPTH = 12
-MAX_PROTOCOL_N = protocol.WORD   # one bitmap word
-
-
-@dataclass
-class PropertyLine:
-    group: str
-    name: str
-    status: str            # proved | COUNTEREXAMPLE | NOT PROVED
-    seconds: float
-    ns: list[int]
-    detail: str = ""
-    counterexample: protocol.Counterexample | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        d = {"group": self.group, "property": self.name, "status": self.status, "seconds": round(self.seconds, 3),
-             "n": self.ns, "detail": self.detail}
-        if self.counterexample:
-            d["counterexample"] = self.counterexample.to_json()
-        return d
+BMC_DEPTH = 12          # the counterexample search alongside the proofs, and for mutants
+DEEP_DEPTH = 20         # when the induction failed and that search found nothing
+SEARCH_BUDGET = 60.0    # seconds per counterexample search (each n)
+MAX_SEARCH_N = 8        # counterexample searches run on concrete worker sets this small
 
 
-@dataclass
-class _RowLine:
-    """A property result that arrives as its JSON row (the OmniReduce model's results)."""
-
-    row: dict[str, Any]
-
-    @property
-    def status(self) -> str:
-        return self.row["status"]
-
-    def to_json(self) -> dict[str, Any]:
-        return self.row
-
-
-@dataclass
-class VerifyReport:
-    variant: str
-    fifo: bool
-    assumptions: list[str]
-    lines: list[PropertyLine] = field(default_factory=list)
-    mutants: list[dict[str, Any]] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return all(l.status == "proved" for l in self.lines) and all(m["refuted"] for m in self.mutants)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "variant": self.variant, "fifo": self.fifo, "assumptions": self.assumptions,
-                "properties": [l.to_json() for l in self.lines], "mutants": self.mutants,
-                "seconds": round(self.seconds, 3)}
-
-
-def _ns_text(ns: list[int]) -> str:
-    if ns and ns == list(range(ns[0], ns[-1] + 1)) and len(ns) > 2:
-        return f"n={ns[0]}..{ns[-1]}"
-    return "n=" + ",".join(map(str, ns))
-
-
-def _print_line(out, l: PropertyLine) -> None:
-    out(f"{l.group + '/' + l.name:<40} {_ns_text(l.ns):<10} {l.status:<15} {l.seconds:7.2f}s"
-        + (f"  {l.detail}" if l.detail else ""))
-    if l.counterexample:
-        for row in l.counterexample.format():
-            out(row)
-
-
-def _plan_params(plan) -> tuple[dict[str, Any], dict[str, Any]]:
+def default_jobs() -> int:
     try:
-        params = plan.params
-        table = plan.decision
-        decision.validate(table)
-        int(params["max_workers"]), int(params["value_width"]), int(params["slots"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanError(f"plan.json has no usable params/decision table: {exc}") from None
-    if params["value_width"] not in (16, 32):
-        raise PlanError(f"plan.json value_width={params['value_width']!r} must be 16 or 32")
-    return params, table
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # pragma: no cover - not Linux
+        return os.cpu_count() or 1
 
 
-def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[int] | None = None,
-        out: Callable[[str], Any] = print) -> VerifyReport:
-    """Prove the plan's fixed-point and slot-reuse properties; optionally refute the mutant catalogue."""
-    t_start = time.perf_counter()
-    params, table = _plan_params(plan)
-    variant = table.get("variant", plan.data.get("variant", "?"))
-    max_n = int(params["max_workers"])
-    w = int(params["value_width"])
-    slots = int(params["slots"])
-    if workers:
-        bad = [n for n in workers if not 2 <= n <= max_n]
-        if bad:
-            raise PlanError(f"--workers {bad[0]} must be in 2..{max_n} (the plan's max_workers)")
-        ns = sorted(set(workers))
-    else:
-        ns = list(range(2, max_n + 1))
-    if fifo is None:
-        fifo = variant == "reference"
-    assumptions = [
-        f"decision table: {variant} variant ({table.get('assumption', '')})",
+def _assumptions(c: plancheck.Checked, fifo: bool) -> list[str]:
+    table = c.table
+    if c.variant == "omnireduce":
+        return [
+            "network: packets and results may be lost, duplicated and reordered (no FIFO)",
+            "workers label-check results; tsi grows strictly along a stream and does not wrap; one slot is "
+            "modelled (slots are independent)",
+            "what each worker sends in each round (a block or header-only, and its next offset) is arbitrary",
+        ]
+    return [
+        f"decision table: {c.variant} variant ({table.get('assumption', '')})",
         "network: switch->worker results may be lost, duplicated and reordered; worker->switch packets may be "
         "lost, duplicated and reordered" + (", except that each worker's link to the switch delivers in order "
                                             "(FIFO)" if fifo else " (no FIFO assumption)"),
@@ -126,99 +64,173 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         "values are generic (distinct contributions give distinct sums); the exponent rows are in the protocol "
         "model as 'which contributions the max covers', and fixedpoint/max_exponent proves the 8-bit max itself",
     ]
-    rep = VerifyReport(variant=variant, fifo=fifo, assumptions=assumptions)
-    out(f"p4gen verify: {variant} variant, value_width={w}, max_workers={max_n}, slots={slots}")
-    for a in assumptions:
+
+
+class _Run:
+    """The state of one verify run while its tasks finish."""
+
+    def __init__(self, model, lo: int, hi: int, props: list[str]):
+        self.model, self.lo, self.hi, self.props = model, lo, hi, props
+        self.pool: Pool | None = None
+        self.failed_unit = False
+        self.search_started = False
+        self.search_ns = [n for n in range(lo, min(hi, lo + 1) + 1) if n <= MAX_SEARCH_N]
+
+    def search(self, depth: int, tag: str, start: int = 0) -> list[Task]:
+        ch = 1 if tag == "1" else 2
+        return [Task(f"search/{tag}/{n}", ("search", self.model, n, depth, None, SEARCH_BUDGET, start, ch),
+                     f"counterexample search n={n}, {depth} steps", urgent=True) for n in self.search_ns]
+
+    def hook(self, t: Task, res: Any, dt: float) -> list[Task]:
+        if t.key.startswith("unit/") and res.failed_clauses and self.pool is not None:
+            self.pool.drop("unit/")      # the invariant is not inductive: no property is proved by it
+        if t.key.startswith("search/") and res.counterexample is not None and self.pool is not None:
+            # one trace is what a user acts on: the other sizes of this search need not finish
+            tag = t.key.split("/")[1]
+            self.pool.stop(1 if tag == "1" else 2)
+            self.pool.drop(f"search/{tag}/")
+        if t.key.startswith("unit/") and (res.failed_clauses or res.failed_props) and not self.search_started:
+            self.search_started = True
+            return self.search(BMC_DEPTH, "1")
+        return []
+
+
+def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[int] | None = None,
+        jobs: int | None = None, out: Callable[[str], Any] = print,
+        progress: Callable[[int, int, str], Any] | None = None) -> VerifyReport:
+    """Prove the plan's fixed-point and protocol properties; optionally refute the mutant catalogue."""
+    t_start = time.perf_counter()
+    c = plancheck.check(plan)
+    if workers:
+        bad = [n for n in workers if not 2 <= n <= c.max_workers]
+        if bad:
+            raise PlanError(f"--workers {bad[0]} must be in 2..{c.max_workers} (the plan's max_workers)")
+        lo, hi = min(workers), max(workers)
+        if sorted(set(workers)) != list(range(lo, hi + 1)):
+            raise PlanError("--workers must name one worker count or a contiguous range")
+    else:
+        lo, hi = 2, c.max_workers
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise PlanError(f"--jobs {jobs} must be at least 1")
+    model = base_model(c.variant, c.table, c.slots)
+    if isinstance(model, SwitchML):
+        model = replace(model, fifo=(c.variant == "reference") if fifo is None else fifo)
+    fifo_used = getattr(model, "fifo", False)
+    group = "omnireduce" if c.variant == "omnireduce" else "protocol"
+    required = list(range(lo, hi + 1))
+    rep = VerifyReport(variant=c.variant, fifo=fifo_used, assumptions=_assumptions(c, fifo_used), required=required,
+                       jobs=jobs)
+    out(f"p4gen verify: {c.protocol} {c.table.get('variant', c.variant)} variant, value_width={c.value_width}, "
+        f"max_workers={c.max_workers}, slots={c.slots}, n={lo}..{hi} in one proof, {jobs} job(s)")
+    for a in rep.assumptions:
         out(f"  assume: {a}")
 
-    # fixed point
-    fp = fixedpoint.prove_all(ns, w)
-    for name, results in fp.items():
-        bad = [r for r in results if not r.proved]
-        l = PropertyLine("fixedpoint", name, "proved" if not bad else "COUNTEREXAMPLE",
-                         sum(r.seconds for r in results), ns,
-                         f"w={w}" if not bad else f"n={bad[0].n}: {bad[0].detail}")
-        rep.lines.append(l)
-        _print_line(out, l)
+    pr = prover(model, lo, hi)       # built here, so forked workers inherit its table paths
+    units = pr.units()
+    state = _Run(model, lo, hi, list(model.properties))
+    tasks = [Task("fixedpoint", ("fixedpoint", required, c.value_width), "fixed point"),
+             Task("words", ("words", c.words), f"bitmap word split ({c.words} word(s))")]
+    tasks += [Task(f"unit/{u.index}", ("unit", model, lo, hi, u.index), f"{group} {u.where}") for u in units]
+    muts = of_variant(c.variant) if mutants else []
+    tasks += [Task(f"mutant/{m.name}", ("search", mutant_model(m, c.table, c.slots), m.n, BMC_DEPTH, None, None, 0, 3),
+                   f"mutant {m.name}") for m in muts]
+    pool = Pool(jobs, progress)
+    state.pool = pool
+    try:
+        results = pool.run(tasks, state.hook)
+        unit_res = [results[f"unit/{u.index}"][0] for u in units if f"unit/{u.index}" in results]
+        lines = _protocol_lines(group, state, unit_res, results, results["words"][0], pool)
+    finally:
+        pool.close()
 
-    # protocol
-    pns = [n for n in ns if n <= MAX_PROTOCOL_N]
-    if plan.data.get("protocol") == "omnireduce":
-        from . import omni
-
-        for row in omni.run_omnireduce(plan, workers=pns, mutants=mutants, out=out):
-            if "mutant" in row:
-                rep.mutants.append(row)
-            else:
-                rep.lines.append(_RowLine(row))
-        rep.seconds = time.perf_counter() - t_start
-        out(f"{'verified' if rep.ok else 'FAILED'} in {rep.seconds:.1f}s")
-        return rep
-    lines = _protocol_lines(table, pns, fifo, slots, w)
-    for l in lines:
-        rep.lines.append(l)
-        _print_line(out, l)
-    if len(pns) < len(ns):
-        out(f"  note: protocol proofs cover n <= {MAX_PROTOCOL_N} (one bitmap word); n={pns[-1] + 1}..{ns[-1]} not covered")
-
+    fp, fp_dt = results["fixedpoint"]
+    for name, r in fp.items():
+        rep.lines.append(PropertyLine("fixedpoint", name, PROVED if r.proved else COUNTEREXAMPLE, fp_dt / len(fp),
+                                      list(r.ns), f"w={c.value_width}" if r.proved else r.detail))
+    words = results["words"][0]
+    rep.lines.append(PropertyLine("lemma", "bitmap_word_split", PROVED if all(words.values()) else NOT_PROVED,
+                                  results["words"][1], required,
+                                  f"{c.words} word(s) of 32 bits, ops {', '.join(words)}" if all(words.values())
+                                  else "fails for op " + ", ".join(op for op, ok in words.items() if not ok)))
+    rep.lines += lines
+    for line in rep.lines:
+        if line.status == PROVED and line.ns != required:
+            missing = sorted(set(required) - set(line.ns))
+            line.status, line.detail = NOT_COVERED, f"not proved for n={missing[0]}..{missing[-1]}"
+    for line in rep.lines:
+        line.print(out)
     if mutants:
-        out(f"mutants of the plan's {variant} table (each must be refuted by a concrete trace):")
-        for m in (m for m in CATALOGUE if m.variant == variant):
-            t0 = time.perf_counter()
-            cfg = mutant_config(m, 2, slots, w, table)
-            cex = protocol.bmc(cfg, BMC_DEPTH)
-            dt = time.perf_counter() - t0
-            rep.mutants.append({"mutant": m.name, "variant": m.variant, "description": m.description,
-                                "refuted": cex is not None, "seconds": round(dt, 3),
-                                "counterexample": cex.to_json() if cex else None})
-            status = f"refuted ({cex.prop}, {cex.steps} steps)" if cex else f"NOT REFUTED within {BMC_DEPTH} steps"
-            out(f"mutant/{m.name:<36} n=2        {status:<40} {dt:7.2f}s")
-            if cex:
-                for row in cex.format():
-                    out(row)
+        out(f"mutants of the {c.variant} table (each must be refuted by a concrete trace):")
+        for m in muts:
+            found, dt = results[f"mutant/{m.name}"]
+            ml = MutantLine(m.name, m.variant, m.description, m.n, dt, found.counterexample, found.searched)
+            rep.mutants.append(ml)
+            ml.print(out)
+    if workers and (lo, hi) != (2, c.max_workers):
+        out(f"  note: --workers narrowed the proof to n={lo}..{hi}; the plan admits n=2..{c.max_workers}")
     rep.seconds = time.perf_counter() - t_start
     out(f"{'verified' if rep.ok else 'FAILED'} in {rep.seconds:.1f}s")
     return rep
 
 
-def _protocol_lines(table, ns: list[int], fifo: bool, slots: int, w: int) -> list[PropertyLine]:
-    times = {p: 0.0 for p in protocol.PROPERTIES}
+def _protocol_lines(group: str, state: _Run, unit_res: list, results: dict, words: dict, pool: Pool) -> list[PropertyLine]:
+    props = state.props
+    required = list(range(state.lo, state.hi + 1))
+    times = {p: 0.0 for p in props}
     inv_time = 0.0
-    failed: protocol.InductionResult | None = None
-    proved_ns: list[int] = []
-    for n in ns:
-        cfg = protocol.ModelConfig(n=n, table=table, fifo=fifo, slots=slots, value_width=w)
-        res = protocol.prove(cfg)
-        inv_time += res.times["invariant"]
-        for p in protocol.PROPERTIES:
-            times[p] += res.times[p]
-        if not res.proved:
-            failed = res
-            break
-        proved_ns.append(n)
+    for r in unit_res:
+        for name, dt in r.times.items():
+            if name in times:
+                times[name] += dt
+            else:
+                inv_time += dt
+    share = inv_time / len(props)
+    bad_ops = [op for op, ok in words.items() if not ok]
+    failed_clause = next(((r.failed_clauses[0], r.where) for r in unit_res if r.failed_clauses), None)
+    cti = {p: next((r.where for r in unit_res if p in r.failed_props), None) for p in props}
+    proved = {p: not bad_ops and failed_clause is None and cti[p] is None for p in props}
+    if all(proved.values()):
+        return [PropertyLine(group, p, PROVED, times[p] + share, required) for p in props]
+
+    # counterexamples: the search started when the first unit failed; deeper when it found none
+    found: dict[str, Any] = {}
+    searched: dict[int, int] = {}
+
+    def collect(res_map: dict) -> None:
+        for key, (res, _) in res_map.items():
+            if not key.startswith("search/"):
+                continue
+            cex = res.counterexample
+            if cex is not None and (cex.prop not in found or cex.steps < found[cex.prop].steps):
+                found[cex.prop] = cex
+            if cex is None:
+                searched[res.n] = max(searched.get(res.n, 0), res.searched)
+    collect(results)
+    if not found and state.search_ns:
+        collect(pool.run(state.search(DEEP_DEPTH, "2", start=BMC_DEPTH), state.hook))
+    where = " ".join(f"{d} steps at n={n}," for n, d in sorted(searched.items())).rstrip(",")
     lines = []
-    share = inv_time / max(1, len(protocol.PROPERTIES))
-    if failed is None:
-        for p in protocol.PROPERTIES:
-            lines.append(PropertyLine("protocol", p, "proved", times[p] + share, ns))
-        return lines
-    # not proved at failed.n: look for concrete traces from the initial state
-    n = failed.n
-    cfg = protocol.ModelConfig(n=n, table=table, fifo=fifo, slots=slots, value_width=w)
-    why = (f"invariant clause {failed.failed_clause} not inductive on {failed.failed_event}" if not failed.inductive
-           else "property not implied by the invariant")
-    for p in protocol.PROPERTIES:
-        t0 = time.perf_counter()
-        if failed.properties.get(p) == "proved":
-            cex = None
+    for p in props:
+        t = times[p] + share
+        if proved[p]:
+            lines.append(PropertyLine(group, p, PROVED, t, required))
+        elif p in found:
+            cex = found[p]
+            lines.append(PropertyLine(group, p, COUNTEREXAMPLE, t, [cex.n], f"{cex.steps} steps at n={cex.n}", cex))
         else:
-            cex = protocol.bmc(cfg, BMC_DEPTH, [p])
-        dt = time.perf_counter() - t0 + times[p] + share
-        if cex is not None:
-            lines.append(PropertyLine("protocol", p, "COUNTEREXAMPLE", dt, [n], f"{cex.steps} steps", cex))
-        elif failed.properties.get(p) == "proved":
-            lines.append(PropertyLine("protocol", p, "NOT PROVED", dt, [n], f"{why}; no violation of this property"))
-        else:
-            lines.append(PropertyLine("protocol", p, "NOT PROVED", dt, [n],
-                                      f"{why}; no counterexample within {BMC_DEPTH} steps"))
+            if bad_ops:
+                why = f"the bitmap word split lemma fails for op {bad_ops[0]}"
+            elif failed_clause is not None:
+                why = f"invariant clause {failed_clause[0]} not inductive on {failed_clause[1]}"
+            else:
+                why = f"property not implied by the invariant on {cti[p]}"
+            if found:
+                tail = f"not searched further (see the counterexample to {sorted(found)[0]})"
+            elif where:
+                tail = f"no counterexample within {where}"
+            else:
+                tail = "no counterexample search ran" + ("" if state.search_ns else f" (n={state.lo} is above "
+                                                                                    f"{MAX_SEARCH_N})")
+            lines.append(PropertyLine(group, p, NOT_PROVED, t, required, f"{why}; {tail}"))
     return lines
