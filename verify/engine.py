@@ -438,7 +438,7 @@ def _solver():
     return sol
 
 
-LEVELS = (2, 4)
+LEVELS = (1, 2, 3, 4)
 
 
 @dataclass
@@ -508,29 +508,34 @@ def bmc(model: Model, n: int, depth: int, props: list[str] | None = None, stop=N
     return search(model, n, depth, props, stop).counterexample
 
 
-def _replay(u: Unrolling, seq: list[tuple[int, int]], props: list[str]):
-    """A model of the fixed event sequence ``seq`` ending in a violation, or None."""
+def _replay(u: Unrolling, events: list[int], props: list[str]):
+    """A model of the event sequence ``events`` (chunk indices free) ending in a violation, or None."""
     sol = _solver()
     sol.add(u.init())
-    for i, (j, k) in enumerate(seq):
-        sol.add(u.step(i), u.at(i, u.ev) == j, u.at(i, u.k) == k)
-    sol.add(u.violation(len(seq) - 1, props))
+    for i, j in enumerate(events):
+        sol.add(u.step(i), u.at(i, u.ev) == j)
+    sol.add(u.violation(len(events) - 1, props))
     return sol.model() if sol.check() == z3.sat else None
 
 
 def _shortest(u: Unrolling, seq: list[tuple[int, int]], props: list[str], stop) -> Counterexample:
-    """Drop events from ``seq`` while what is left still ends in a violation; the trace of the result."""
-    m = _replay(u, seq, props)
-    changed = True
-    while changed and len(seq) > 1 and not (stop is not None and stop.is_set()):
-        changed = False
-        for i in reversed(range(len(seq) - 1)):
-            shorter = seq[:i] + seq[i + 1:]
+    """Drop events from ``seq`` (one, else two at a time) while what is left still ends in a violation."""
+    events = [j for j, _k in seq]
+    m = _replay(u, events, props)
+    while len(events) > 1 and not (stop is not None and stop.is_set()):
+        n = len(events)
+        drops = [(i,) for i in reversed(range(n - 1))]
+        if n > LEVELS[-1] + 1:
+            drops += [(i, j) for j in reversed(range(n - 1)) for i in reversed(range(j))]
+        for d in drops:
+            shorter = [e for i, e in enumerate(events) if i not in d]
             m2 = _replay(u, shorter, props)
             if m2 is not None:
-                seq, m, changed = shorter, m2, True
+                events, m = shorter, m2
                 break
-    return _extract(u, m, len(seq), props)
+        else:
+            break
+    return _extract(u, m, len(events), props)
 
 
 def _extract(u: Unrolling, m, steps: int, props: list[str]) -> Counterexample:
