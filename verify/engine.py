@@ -407,6 +407,19 @@ class Unrolling:
             self._memo["step", i] = z3.substitute(self.rel, *self.renaming(i))
         return self._memo["step", i]
 
+    def step_as(self, i: int, j: int):
+        """Step ``i`` taken by event ``j`` (the other events' cases simplified away)."""
+        key = ("as", i, j)
+        if key not in self._memo:
+            self._memo[key] = z3.simplify(z3.substitute(self.step(i), (self.at(i, self.ev), z3.IntVal(j))))
+        return self._memo[key]
+
+    def violation_as(self, i: int, j: int, props: list[str]):
+        key = ("vas", i, j, tuple(props))
+        if key not in self._memo:
+            self._memo[key] = z3.simplify(z3.substitute(self.violation(i, props), (self.at(i, self.ev), z3.IntVal(j))))
+        return self._memo[key]
+
     def violation(self, i: int, props: list[str]):
         key = ("viol", i, tuple(props))
         if key not in self._memo:
@@ -513,8 +526,8 @@ def _replay(u: Unrolling, events: list[int], props: list[str]):
     sol = _solver()
     sol.add(u.init())
     for i, j in enumerate(events):
-        sol.add(u.step(i), u.at(i, u.ev) == j)
-    sol.add(u.violation(len(events) - 1, props))
+        sol.add(u.step_as(i, j), u.at(i, u.ev) == j)
+    sol.add(u.violation_as(len(events) - 1, events[-1], props))
     return sol.model() if sol.check() == z3.sat else None
 
 
