@@ -268,21 +268,34 @@ _ACTION = re.compile(r"Action entry is (?:\w+\.)?(\w+) - ([0-9a-fA-F,]*)")
 
 
 class SwitchLog:
-    """simple_switch's log file, read as it grows: the dt_* entries each frame took."""
+    """simple_switch's log, read as it grows: the dt_* entries each frame took.
+
+    ``--log-file PATH`` writes ``PATH.txt`` and rotates it to ``PATH.1.txt`` at 5 MB.
+    """
 
     def __init__(self, path: Path):
-        self.path = path
+        self.path = Path(str(path) + ".txt")
+        self.rotated = Path(str(path) + ".1.txt")
         self.offset = 0
 
-    def new_text(self) -> str:
+    @staticmethod
+    def _read(path: Path, offset: int) -> bytes:
         try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                return fh.read()
         except FileNotFoundError:
-            return ""
-        self.offset += len(data)
-        return data.decode("utf-8", "replace")
+            return b""
+
+    def new_text(self) -> str:
+        size = self.path.stat().st_size if self.path.exists() else 0
+        data = b""
+        if size < self.offset:                 # rotated since the last read: finish the old file first
+            data = self._read(self.rotated, self.offset)
+            self.offset = 0
+        new = self._read(self.path, self.offset)
+        self.offset += len(new)
+        return (data + new).decode("utf-8", "replace")
 
     def skip(self) -> None:
         self.new_text()
