@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from p4gen import decision
+from p4gen.build import compile_program, find_compiler
 from p4gen.cli import main
 from p4gen.controller.jobfile import parse_job
 from p4gen.emit.p4 import render_p4
@@ -178,6 +180,8 @@ def test_returned_layouts_build_fit_and_verify(target, gbps):
         render_p4info(plan)
         if i == 0:
             assert run(plan, workers=[2], out=lambda s: None).ok
+            if prof.is_tna and find_compiler(prof.arch) is not None and os.environ.get("P4GEN_TNA_INCLUDE"):
+                compile_program(prof.arch, render_p4(plan).encode())      # p4test accepts it (the bmv2 goldens compile)
 
 
 def test_the_1kib_layout_switchml_runs_on_tofino1_now_fits():
