@@ -1,6 +1,6 @@
 """Worker emulator: one SwitchML (or OmniReduce) worker on a testbed host.
 
-    ip netns exec p4g..-h1 python -m p4gen.testbed.agent CONFIG.json
+    mininet> h1 python -m p4gen.testbed.agent CONFIG.json
 
 The protocol is :class:`p4gen.host.worker.Worker` (or
 :class:`p4gen.host.omni_worker.OmniWorker`); this module only owns the socket
@@ -13,7 +13,9 @@ state machine parses it.
 Control, one JSON object per line: the agent prints ``{"event": "ready"}``,
 waits for ``go`` on stdin, prints ``progress`` events (fractions listed in
 the config) and finally ``done`` (time, packet counts) or ``error`` (one
-line).  The reduced tensor is written to ``config["out"]`` (.npy).
+line).  The reduced tensor is written to ``config["out"]`` (.npy).  With
+``"wait_go": false`` in the config (a worker started by hand at the
+``mininet>`` prompt) it starts at once.
 """
 
 from __future__ import annotations
@@ -134,7 +136,7 @@ def run(cfg: dict, wait_go=None) -> dict:
     st = w.stats
     return {"event": "done", "rank": cfg["rank"], "time": elapsed, "sent": st.sent,
             "retransmitted": st.retransmitted, "accepted": st.accepted, "ignored": st.ignored,
-            "send_errors": send_errors,
+            "received": st.accepted + st.ignored + st.malformed, "send_errors": send_errors,
             "bytes_sent": getattr(w, "bytes_sent", st.sent * (layout.frame_len - hoff))}
 
 
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def wait_go() -> None:
         _emit(event="ready", rank=cfg["rank"])
+        if not cfg.get("wait_go", True):          # started by hand: no harness to say go
+            return
         line = sys.stdin.readline()
         if line.strip() != "go":
             raise JobError(f"worker {cfg['rank']}: the harness closed the control pipe before 'go'")

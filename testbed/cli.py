@@ -1,10 +1,11 @@
-"""``p4gen testbed run|cleanup``: all-reduce on emulated hosts through a switch.
+"""``p4gen testbed run|up|cleanup``: all-reduce on Mininet hosts through p4gen's switch.
 
 ``register(subparsers)`` adds the ``testbed`` command; handlers return an
 exit code and raise :class:`~p4gen.errors.P4genError` subclasses (one line)
 on failure.  ``run`` prints one table row per run and can write JSON::
 
     p4gen testbed run --protocol switchml --workers 4 --size 16MiB --bw 20 --json out.json
+    p4gen testbed up --workers 3 --switch soft          # mininet> prompt, switch programmed
 """
 
 from __future__ import annotations
@@ -67,16 +68,10 @@ def parse_size(text: str) -> int:
     return n
 
 
-def _plan_for(protocol: str, workers: int, cache: Path) -> Path:
-    """A bmv2-target build of ``protocol`` sized for ``workers`` (cached under ``cache``)."""
-    from p4gen.build import build
-    from p4gen.spec import make_spec
-    from p4gen.target import load_target
+def _plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False) -> Path:
+    from .plans import build_plan
 
-    spec = make_spec(protocol=protocol, max_workers=max(32, workers), slots=512)
-    out = cache / f"bmv2-{protocol}"
-    res = build(spec, load_target("bmv2"), out, use_cache=True, force=True)
-    return res.out_dir
+    return build_plan(protocol, workers, cache, compile_p4)
 
 
 def _topology(kind: str, workers: int, mbit: float):
@@ -89,20 +84,54 @@ def _topology(kind: str, workers: int, mbit: float):
     raise TestbedError(f"--topo {kind!r} must be star or two-level")
 
 
-def run(args: argparse.Namespace):
-    """Build the network, run the job(s), return the RunResults (a generator-free list)."""
-    from . import harness
-    from .net import Network
-    from .nodes import pick_switch
-
+def _check_common(args: argparse.Namespace) -> None:
     if args.workers < 2:
         raise TestbedError(f"--workers {args.workers} must be at least 2")
     if not 0 <= args.loss < 1:
         raise TestbedError(f"--loss {args.loss} must be in [0, 1)")
-    if not 0 < args.density <= 1:
-        raise TestbedError(f"--density {args.density} must be in (0, 1]")
     if args.bw <= 0:
         raise TestbedError(f"--bw {args.bw} must be positive (Mbit/s)")
+
+
+def _network(args: argparse.Namespace, protocol: str):
+    """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay."""
+    from . import loss
+    from .net import Network
+    from .nodes import BMv2Switch, pick_switch
+
+    switch = pick_switch(args.switch)
+    why = switch.missing()
+    if why:
+        raise TestbedError(f"--switch {args.switch}: {why}")
+    loss.check_delay(args.delay)
+    topo = _topology(args.topo, args.workers, args.bw)
+    plan = _plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch)
+    return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
+
+
+def _apply_loss(net, p: float) -> None:
+    if p:
+        print(net.set_loss(p), flush=True)
+
+
+def _mininet_cli(net) -> None:
+    """Leave the user at ``mininet>`` (commands may come on stdin, one a line)."""
+    import sys
+
+    from mininet.cli import CLI
+
+    if not sys.stdin.isatty():
+        CLI.readlineInited = True       # no history file for commands fed on stdin
+    CLI(net.mn)
+
+
+def run(args: argparse.Namespace, after=None):
+    """Build the network, run the job(s), return the RunResults; ``after(net)`` runs before teardown."""
+    from . import harness
+
+    _check_common(args)
+    if not 0 < args.density <= 1:
+        raise TestbedError(f"--density {args.density} must be in (0, 1]")
     size = parse_size(args.size)
     if args.protocol == "omnireduce":
         import importlib.util
@@ -112,18 +141,11 @@ def run(args: argparse.Namespace):
                                "is not installed")
     elif args.density != 1.0:
         raise TestbedError(f"--density {args.density} applies to --protocol omnireduce only")
-    switch = pick_switch(args.switch)
-    why = switch.missing()
-    if why:
-        raise TestbedError(f"--switch {args.switch}: {why}")
-    topo = _topology(args.topo, args.workers, args.bw)
     proto = "switchml" if args.protocol == "gloo" else args.protocol
     dtype = "float32" if args.protocol == "gloo" else args.dtype
-    plan = _plan_for(proto, args.workers, Path(args.plan_cache))
     results = []
-    with Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs) as net:
-        if args.loss:
-            net.set_loss(args.loss)
+    with _network(args, proto) as net:
+        _apply_loss(net, args.loss)
         for _ in range(args.repeat):
             if args.protocol == "gloo":
                 r = harness.run_gloo(net, size=size, dtype=dtype, seed=args.seed, timeout=args.timeout)
@@ -131,60 +153,118 @@ def run(args: argparse.Namespace):
                 r = harness.run_switchml(net, size=size, dtype=dtype, seed=args.seed, density=args.density,
                                          window=args.window, stall_timeout=args.stall_timeout, fault=args.fault,
                                          timeout=args.timeout, protocol=args.protocol)
-            r.loss = args.loss
             results.append(r)
+        if after is not None:
+            after(net, results)
     return results
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    # SIGTERM unwinds like Ctrl-C, so the Network's teardown runs either way.
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        results = run(args)
-    finally:
-        signal.signal(signal.SIGTERM, old)
+def _print_results(results, path: str | None) -> None:
     print(header())
     for r in results:
         print(row(r))
         if r.fault_outcome:
             print(f"  {r.fault_outcome}")
-    if args.json:
-        Path(args.json).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+    if path:
+        Path(path).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+
+
+def _unwind_on_sigterm(fn):
+    """Run ``fn()`` with SIGTERM unwinding like Ctrl-C, so the network's teardown runs either way."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return fn()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    def after(net, results):
+        if args.cli:                     # the table first, then the prompt on the same network
+            _print_results(results, args.json)
+            _mininet_cli(net)
+
+    results = _unwind_on_sigterm(lambda: run(args, after))
+    if not args.cli:
+        _print_results(results, args.json)
     return 0 if all(r.correct for r in results) else 1
 
 
+def hand_start(net, spec, protocol: str, size: int = 65536) -> list[str]:
+    """Write a by-hand worker config per host of ``spec``; return the ``mininet>`` commands that start them."""
+    import sys
+
+    from .harness import worker_config
+
+    names = {h.ip: h.name for h in net.topo.hosts}
+    cmds = []
+    for w in spec.workers:
+        host = names[w.ip]
+        cfg = worker_config(net, spec, w.id, host, protocol=protocol, size=size, stall_timeout=60.0,
+                            wait_go=False)
+        path = net.workdir / f"agent-{host}.json"
+        path.write_text(json.dumps(cfg))
+        cmds.append(f"{host} {sys.executable} -m p4gen.testbed.agent {path}")
+    return cmds
+
+
+def _cmd_up(args: argparse.Namespace) -> int:
+    _check_common(args)
+
+    def session():
+        with _network(args, args.protocol) as net:
+            spec = net.job_spec(slot_count=64)
+            net.program(spec)
+            _apply_loss(net, args.loss)
+            cmds = hand_start(net, spec, args.protocol)
+            print(f"{net.topo.name}: {len(net.topo.hosts)} hosts, {net.agg.kind} {net.agg.name} running "
+                  f"{args.protocol} job {spec.job} over every host; logs in {net.workdir}")
+            print("start a worker on each host (the last one in the foreground):")
+            for c in cmds[:-1]:
+                print(f"  mininet> {c} &")
+            print(f"  mininet> {cmds[-1]}")
+            _mininet_cli(net)
+
+    _unwind_on_sigterm(session)
+    return 0
+
+
 def _cmd_cleanup(args: argparse.Namespace) -> int:
-    from . import netns
+    from . import procs
 
-    removed = netns.cleanup()
-    for path in sorted(Path("/tmp").glob(f"{netns.PREFIX}*")):
-        if re.fullmatch(rf"{netns.PREFIX}[0-9a-f]{{4}}-\w+", path.name) and path.is_dir():
-            import shutil
-
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(f"dir {path}")
+    if args.network and not procs.is_id(args.network):
+        raise TestbedError(f"--network {args.network!r} must look like {procs.PREFIX} and 4 hex digits "
+                           f"(e.g. {procs.PREFIX}1a2b)")
+    removed = procs.cleanup(args.network)
     for r in removed:
         print(f"removed {r}")
     print(f"cleanup: {len(removed)} item(s) removed")
     return 0
 
 
+def _network_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3)
+    p.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
+    p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0, help="random loss per link and direction (0..1)")
+    p.add_argument("--delay", default=None, help="link delay such as 5ms (needs netem)")
+    p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto")
+    p.add_argument("--topo", choices=("star", "two-level"), default="star")
+    p.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
+    p.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
+
+
 def register(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("testbed", help="all-reduce on emulated hosts (network namespaces) through a switch")
+    p = subparsers.add_parser("testbed", help="all-reduce on Mininet hosts through p4gen's switch")
     sub = p.add_subparsers(dest="testbed_cmd", required=True)
     r = sub.add_parser("run", help="run one all-reduce job and print a table row")
     r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml")
-    r.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3)
+    _network_options(r)
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
     r.add_argument("--dtype", choices=("float32", "int32"), default="float32")
     r.add_argument("--density", type=number_in(0, 1, "a fraction", lo_open=True), default=1.0, help="fraction of non-zero blocks (OmniReduce)")
-    r.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
-    r.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0, help="random loss per link and direction (0..1)")
-    r.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto")
-    r.add_argument("--topo", choices=("star", "two-level"), default="star")
     r.add_argument("--window", type=int_in(1, 32768, "slots per worker"), default=None, help="slots per worker (default 64)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fault", choices=("kill-worker", "restart-switch"), default=None)
@@ -192,9 +272,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=seconds(), default=600.0, help="seconds for the whole job")
     r.add_argument("--repeat", type=int_in(1, 10000, "runs"), default=1)
     r.add_argument("--json", metavar="PATH", help="write the results as JSON")
-    r.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
-    r.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
+    r.add_argument("--cli", action="store_true", help="after the job, leave the network at a mininet> prompt")
     r.set_defaults(func=_cmd_run)
-    c = sub.add_parser("cleanup", help="remove every namespace, veth, process and work directory the testbed left")
+    u = sub.add_parser("up", help="build the network, program the switch and leave you at mininet>")
+    u.add_argument("--protocol", choices=("switchml", "omnireduce"), default="switchml")
+    _network_options(u)
+    u.set_defaults(func=_cmd_up)
+    c = sub.add_parser("cleanup", help="end the processes (and so the namespaces) a crashed testbed run left, "
+                                       "and remove its work directories")
+    c.add_argument("--network", metavar="ID", help="only this network's leftovers (its id, e.g. p4g1a2b)")
     c.set_defaults(func=_cmd_cleanup)
     return p

@@ -1,7 +1,7 @@
 """Baseline worker: torch.distributed all_reduce with the Gloo backend on a testbed host.
 
     GLOO_SOCKET_IFNAME=h1-eth0 MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 RANK=0 WORLD_SIZE=4 \\
-        ip netns exec p4g..-h1 python -m p4gen.testbed.gloo_agent CONFIG.json
+        mininet> h1 python -m p4gen.testbed.gloo_agent CONFIG.json
 
 GLOO_SOCKET_IFNAME is required inside a namespace: without it Gloo resolves
 the machine's hostname to an address outside the namespace and hangs.

@@ -26,6 +26,7 @@ from p4gen.wire import Layout
 from . import tensors
 from .errors import JobError, TestbedError
 from .net import Network
+from .topo import SWITCH_IP, SWITCH_MAC
 
 FAULTS = ("kill-worker", "restart-switch")
 
@@ -57,6 +58,8 @@ class RunResult:
     per_worker: list = field(default_factory=list)
     frames_on_links: int = 0  # frames the hosts' interfaces sent (all traffic)
     union_density: float = 1.0  # OmniReduce: fraction of blocks that some worker holds (rounds with data)
+    loss_seen: float | None = None  # 1 - frames received / frames sent, over both directions of the host links
+    loss_method: str | None = None  # netem, nft or iptables (see p4gen.testbed.loss)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -118,36 +121,66 @@ def _window(mbit: float, frame_bytes: int, window: int | None) -> tuple[int, flo
     return w, max(0.1, 3 * serial)
 
 
+def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "switchml", size: int,
+                  dtype: str = "float32", seed: int = 0, density: float = 1.0, window: int | None = None,
+                  rto: float | None = None, stall_timeout: float = 10.0, progress=(), hold: bool = False,
+                  wait_go: bool = True) -> dict:
+    """The config of worker ``rank`` of job ``spec`` on ``host`` (see :mod:`p4gen.testbed.agent`)."""
+    layout = Layout(net.agg.plan)
+    w = spec.workers[rank]
+    if window is None or rto is None:
+        win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
+        window = min(win, spec.slot_count)
+    return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
+            "n": len(spec.workers), "size": size, "dtype": dtype, "seed": seed, "density": density,
+            "job": spec.job, "window": window, "timeout": rto, "max_timeout": max(1.0, 2 * rto),
+            "stall_timeout": stall_timeout, "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port,
+            "switch_mac": SWITCH_MAC, "switch_ip": SWITCH_IP, "switch_port": layout.udp_port_min,
+            "progress": list(progress), "hold_after_progress": hold, "wait_go": wait_go,
+            "out": str(net.workdir / f"result-{host}.npy")}
+
+
+def _loss_seen(sent_up: int, recv_down: int, c0: dict, c1: dict, hosts: list[str]) -> float | None:
+    """1 - received / sent over both directions of the workers' links: up, the frames the workers sent
+    (retransmissions included) against those the far end of their links received; down, the frames the
+    far end sent against those the workers' sockets received."""
+    recv_up = sum(c1[h][2] - c0[h][2] for h in hosts)
+    sent_down = sum(c1[h][3] - c0[h][3] for h in hosts)
+    sent = sent_up + sent_down
+    return None if sent <= 0 else max(0.0, 1.0 - (recv_up + recv_down) / sent)
+
+
 def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, density: float = 1.0,
                  window: int | None = None, stall_timeout: float = 10.0, fault: str | None = None,
-                 timeout: float = 600.0, protocol: str = "switchml") -> RunResult:
+                 timeout: float = 600.0, protocol: str = "switchml", spec=None) -> RunResult:
+    """One all-reduce by every host (or by the workers of ``spec``, a job the switch already runs)."""
     if fault is not None and fault not in FAULTS:
         raise TestbedError(f"fault={fault!r} must be one of {', '.join(FAULTS)}")
     topo = net.topo
-    n = len(topo.hosts)
     plan = net.agg.plan
     layout = Layout(plan)
     mbit = min(ln.mbit for ln in topo.links)
     win, rto = _window(mbit, layout.frame_len, window)
-    win = min(win, int(plan.params["slots"]))
-    spec = net.job_spec(slot_count=win)
-    net.program(spec)
+    if spec is None:
+        win = min(win, int(plan.params["slots"]))
+        spec = net.job_spec(slot_count=win)
+        net.program(spec)
+    else:
+        win = min(win, spec.slot_count)
+    n = len(spec.workers)
+    names = {h.ip: h.name for h in topo.hosts}
+    hosts = [names[w.ip] for w in spec.workers]
     agents = _Agents(net)
     progress = [0.25, 0.5] if fault else []
     for w in spec.workers:
-        host = topo.hosts[w.id].name
-        cfg = {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": w.id, "host": host, "n": n,
-               "size": size, "dtype": dtype, "seed": seed, "density": density, "job": spec.job,
-               "window": win, "timeout": rto, "max_timeout": max(1.0, 2 * rto), "stall_timeout": stall_timeout,
-               "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port, "switch_mac": "02:00:00:00:00:fe",
-               "switch_ip": "10.0.0.254", "switch_port": layout.udp_port_min, "progress": progress,
-               "hold_after_progress": fault == "kill-worker" and w.id == n - 1,
-               "out": str(net.workdir / f"result-{w.id}.npy")}
-        path = net.workdir / f"agent-{w.id}.json"
+        cfg = worker_config(net, spec, w.id, hosts[w.id], protocol=protocol, size=size, dtype=dtype, seed=seed,
+                            density=density, window=win, rto=rto, stall_timeout=stall_timeout, progress=progress,
+                            hold=fault == "kill-worker" and w.id == n - 1)
+        path = net.workdir / f"agent-{hosts[w.id]}.json"
         path.write_text(json.dumps(cfg))
-        agents.start(w.id, host, [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
+        agents.start(w.id, hosts[w.id], [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
     agents.wait_all("ready", 60.0, "ready")
-    c0 = net.host_counters()
+    c0 = net.link_counters()
     agents.go()
     done: dict[int, dict] = {}
     errors: dict[int, str] = {}
@@ -179,20 +212,20 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         others = {r: m for r, m in errors.items() if r != killed}
         if killed is not None:
             first = next(iter(others.values()), "no other worker reported")
-            raise JobError(f"worker {killed} ({topo.hosts[killed].name}) was killed mid-job; the others stopped "
+            raise JobError(f"worker {killed} ({hosts[killed]}) was killed mid-job; the others stopped "
                            f"with a timeout error ({len(others)} of {n - 1}), e.g. {first}")
         first_rank = min(errors)
         msg = f"{len(errors)} of {n} workers failed; first: {errors[first_rank]}"
         if outcome:
             msg = f"{outcome}; the job failed cleanly: {msg}"
         raise JobError(msg)
-    c1 = net.host_counters()
+    c1 = net.link_counters()
     total, xs = tensors.expected(n, size, dtype, seed, density, layout.elements)
     k = layout.elements
     blocks = -(-size // k)
     if protocol == "omnireduce":
         streams = min(win, blocks)
-        checks = [tensors.check_omnireduce(np.load(net.workdir / f"result-{r}.npy"), xs, total, k, streams,
+        checks = [tensors.check_omnireduce(np.load(net.workdir / f"result-{hosts[r]}.npy"), xs, total, k, streams,
                                            layout.value_width) for r in range(n)]
         # a block has a round (and a full result frame on every downlink) iff some worker holds it
         held = np.zeros(blocks, dtype=bool)
@@ -200,7 +233,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
             held |= np.pad(x, (0, blocks * k - size)).reshape(blocks, k).any(axis=1)
         union = float(held.mean())
     else:
-        checks = [tensors.check_switchml(np.load(net.workdir / f"result-{r}.npy"), xs, total, k,
+        checks = [tensors.check_switchml(np.load(net.workdir / f"result-{hosts[r]}.npy"), xs, total, k,
                                          layout.value_width) for r in range(n)]
         union = 1.0
     t = max(ev["time"] for ev in done.values())
@@ -208,9 +241,9 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     # link-rate bound: the tensor once over a link; OmniReduce: only the blocks some worker holds
     bound = union * bits / (mbit * 1e6)
     pkt = sum(ev["sent"] for ev in done.values())
-    frames_tx = sum(c1[h][0] - c0[h][0] for h in c1)
-    bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
-    res = RunResult(protocol, n, size, dtype, density, mbit, 0.0, topo.name, net.agg.kind, t, bits / t / 1e6,
+    frames_tx = sum(c1[h][0] - c0[h][0] for h in hosts)
+    bytes_tx = sum(c1[h][4] - c0[h][4] for h in hosts)
+    res = RunResult(protocol, n, size, dtype, density, mbit, net.loss, topo.name, net.agg.kind, t, bits / t / 1e6,
                     bound, 100 * bound / t, pkt, sum(ev["retransmitted"] for ev in done.values()), bytes_tx / n,
                     max(c.max_abs_error for c in checks), max(c.max_bound for c in checks),
                     all(c.exact for c in checks), all(c.correct for c in checks), fault,
@@ -218,6 +251,9 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
                     [{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())])
     res.frames_on_links = frames_tx
     res.union_density = union
+    offered = sum(ev["sent"] + ev["retransmitted"] for ev in done.values())
+    res.loss_seen = _loss_seen(offered, sum(ev["received"] for ev in done.values()), c0, c1, hosts)
+    res.loss_method = net.loss_method if net.loss else None
     return res
 
 
@@ -252,7 +288,7 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     bound = 2 * (n - 1) / n * bits / (mbit * 1e6)
     frames = sum(c1[h][0] - c0[h][0] for h in c1)
     bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
-    return RunResult("gloo", n, size, dtype, 1.0, mbit, 0.0, topo.name, net.agg.kind, t, bits / t / 1e6, bound,
+    return RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.kind, t, bits / t / 1e6, bound,
                      100 * bound / t, frames, retrans, bytes_tx / n, max(c.max_abs_error for c in checks),
                      max(c.max_bound for c in checks), True, all(c.correct for c in checks),
                      per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],

@@ -1,53 +1,57 @@
-"""Build a running network from a :class:`~p4gen.testbed.topo.Topology`.
+"""A testbed network: Mininet with p4gen's switch, as a context manager.
 
-    with Network(star(3, mbit=100), switch=SoftSwitch, plan_dir=plan) as net:
-        net.program(spec)
-        ...
+    with Network(StarTopo(3, bw=100), switch=SoftSwitch, plan_dir=build_dir) as net:
+        net.program(net.job_spec())
+        net.mn.pingAll()
 
-Hosts and switches are network namespaces ``p4g<id>-<node>``; links are
-veth pairs created inside them, shaped with htb in both directions
-(TCLink-style).  Leaving the ``with`` block (normally, by an exception or
-by Ctrl-C) stops every process the network started and deletes its
-namespaces; the work directory with the logs is removed too unless the
+The network is ``Mininet(topo, switch=..., controller=None, link=ShapedLink)``
+(a ``TCLink`` whose htb class has a fixed quantum, see :mod:`p4gen.testbed.mntopo`)
+with every node in its own namespace (see :mod:`p4gen.testbed.nodes`),
+static ARP between the hosts and towards the aggregating switch's address
+(the data plane answers no ARP).  ``topo`` is a Mininet ``DataTopo``
+(:mod:`p4gen.testbed.mntopo`) or the topology data it is built from.
+
+Mininet's ``fixLimits`` (machine-wide sysctls such as ``net.core.rmem_max``
+raised when a first network starts) is skipped: the testbed changes no
+machine-wide setting.  Leaving the ``with`` block, normally, by an
+exception or by Ctrl-C, ends every process the network started by its own
+handle, then stops Mininet, then ends anything still carrying the
+network's mark; the work directory with the logs is removed too unless the
 block failed, so a failure's pointer to a log file stays valid.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
+from functools import partial
 from pathlib import Path
 
-from . import netns
+from . import loss, procs
 from .errors import TestbedError
-from .nodes import AggSwitch, L2Forwarder, Node, SoftSwitch
-from .program import JobSpec, program
+from .program import JobSpec, WorkerSpec, program
 from .topo import SWITCH_IP, SWITCH_MAC, Topology
 
 
 class Network:
-    def __init__(self, topo: Topology, switch: type[AggSwitch] = SoftSwitch, plan_dir: str | Path | None = None,
-                 keep_logs: bool = False):
-        self.topo = topo
+    def __init__(self, topo, switch=None, plan_dir: str | Path | None = None, keep_logs: bool = False,
+                 loss: float = 0.0, delay: str | None = None):
+        self.topo_arg = topo
         self.switch_cls = switch
         self.plan_dir = Path(plan_dir) if plan_dir else None
         self.keep_logs = keep_logs
-        self.prefix = f"{netns.PREFIX}{os.urandom(2).hex()}"
+        self.initial_loss = loss
+        self.delay = delay
+        self.id = procs.new_id()
         self.workdir: Path | None = None
-        self.nodes: dict[str, Node] = {}
-        self.procs: list[netns.Proc] = []
-        self._made: list[str] = []
-
-    # -- names
-    def ns(self, node: str) -> str:
-        return f"{self.prefix}-{node}"
+        self.mn = None
+        self.procs: list[procs.Proc] = []
+        self.loss_method: str | None = None
+        self.loss = 0.0
 
     @property
-    def agg(self) -> AggSwitch:
-        node = self.nodes[self.topo.aggregator.name]
-        assert isinstance(node, AggSwitch)
-        return node
+    def prefix(self) -> str:
+        return self.id
 
     # -- lifecycle
     def __enter__(self) -> "Network":
@@ -62,95 +66,114 @@ class Network:
         self.teardown(failed=exc_type is not None)
 
     def build(self) -> None:
-        netns.require()
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.prefix}-", dir="/tmp"))
-        t = self.topo
-        for name in [h.name for h in t.hosts] + [s.name for s in t.switches]:
-            netns.add_namespace(self.ns(name))
-            self._made.append(self.ns(name))
-        for ln in t.links:
-            netns.veth(self.ns(ln.a), ln.a_intf, self.ns(ln.b), ln.b_intf)
-            netns.shape(self.ns(ln.a), ln.a_intf, ln.mbit)
-            netns.shape(self.ns(ln.b), ln.b_intf, ln.mbit)
-        for h in t.hosts:
-            ns = self.ns(h.name)
-            netns.sh(["ip", "link", "set", h.intf, "address", h.mac], ns=ns)
-            netns.sh(["ip", "addr", "add", f"{h.ip}/24", "dev", h.intf], ns=ns)
-            # The data plane answers no ARP: every neighbour is static.
-            netns.sh(["ip", "neigh", "replace", SWITCH_IP, "lladdr", SWITCH_MAC, "dev", h.intf, "nud", "permanent"],
-                     ns=ns)
-            for o in t.hosts:
-                if o is not h:
-                    netns.sh(["ip", "neigh", "replace", o.ip, "lladdr", o.mac, "dev", h.intf, "nud", "permanent"],
-                             ns=ns)
-        for s in t.switches:
-            ports = t.ports(s.name)
-            if s.role == "aggregate":
-                node: Node = self.switch_cls(s.name, self.ns(s.name), ports, self.workdir, plan_dir=self.plan_dir)
-            else:
-                routes = {h.mac: t.route(s.name, h.name) for h in t.hosts}
-                node = L2Forwarder(s.name, self.ns(s.name), ports, self.workdir, routes=routes)
-                node.start()
-            self.nodes[s.name] = node
+        from mininet.net import Mininet
+
+        from .mntopo import DataTopo, ShapedLink
+        from .nodes import SoftSwitch, TestbedHost
+
+        procs.require()
+        loss.check_delay(self.delay)
+        if self.plan_dir is None:
+            raise TestbedError("the network needs a build directory (plan_dir=...)")
+        link_opts = {"delay": self.delay} if self.delay else None
+        mtopo = self.topo_arg if isinstance(self.topo_arg, DataTopo) else DataTopo(self.topo_arg, link_opts)
+        self.topo: Topology = mtopo.data
+        self.mtopo = mtopo
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.id}-{self.topo.name}-", dir="/tmp"))
+        for name in mtopo.nodes():
+            mtopo.nodeInfo(name)["net_id"] = self.id
+        Mininet.inited = True            # skip Mininet.init()'s fixLimits (machine-wide sysctls)
+        switch = partial(self.switch_cls or SoftSwitch, plan=self.plan_dir, workdir=self.workdir)
+        self.mn = Mininet(mtopo, switch=switch, host=TestbedHost, controller=None, link=ShapedLink,
+                          autoStaticArp=True, build=False)
+        self.mn.build()
+        for h in self.topo.hosts:
+            self.mn[h.name].setARP(SWITCH_IP, SWITCH_MAC)
+        self.mn.start()
+        if self.initial_loss:
+            self.set_loss(self.initial_loss)
 
     def teardown(self, failed: bool = False) -> None:
-        for p in self.procs:
+        try:
+            for p in self.procs:
+                try:
+                    p.stop(grace=1.0)
+                except OSError:
+                    pass
+        finally:
             try:
-                p.stop(grace=1.0)
-            except OSError:
-                pass
-        for node in self.nodes.values():
-            try:
-                node.stop()
-            except OSError:
-                pass
-        for ns in self._made:
-            netns.delete_namespace(ns)
-        self._made.clear()
-        if self.workdir is not None and not failed and not self.keep_logs:
-            shutil.rmtree(self.workdir, ignore_errors=True)
+                if self.mn is not None:
+                    self.mn.stop()
+            finally:
+                procs.end(sorted(procs.leftovers(self.id)))
+                if self.workdir is not None and not failed and not self.keep_logs:
+                    shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- nodes
+    @property
+    def agg(self):
+        return self.mn[self.topo.aggregator.name]
+
+    def host(self, name: str):
+        return self.mn[name]
 
     # -- operations
-    def program(self, spec: JobSpec) -> None:
-        """Program the aggregating switch with ``spec`` and make sure it runs."""
-        program(self.agg, spec)
-        if not self.agg.alive():
-            self.agg.start()
+    def program(self, *specs: JobSpec) -> None:
+        """Program the aggregating switch with the jobs ``specs`` (it is restarted with them)."""
+        program(self.agg, *specs)
 
-    def job_spec(self, udp_port_base: int = 50000, job: int = 0, mgid: int = 1, slot_count: int = 64) -> JobSpec:
-        """Every host is worker i-1 (host hi), on the aggregating switch's port towards it."""
-        from .program import WorkerSpec
-
+    def job_spec(self, hosts: list[str] | None = None, job: int = 0, mgid: int = 1, slot_base: int = 0,
+                 slot_count: int = 64, udp_port_base: int = 50000) -> JobSpec:
+        """A job of ``hosts`` (default: every host; worker i is the i-th), on the aggregating switch's
+        ports towards them."""
         t = self.topo
         sw = t.aggregator.name
+        names = hosts or [h.name for h in t.hosts]
+        members = [t.host(n) for n in names]
         workers = tuple(WorkerSpec(i, t.route(sw, h.name), h.mac, h.ip, udp_port_base + i)
-                        for i, h in enumerate(t.hosts))
-        hosts = tuple((h.mac, t.route(sw, h.name)) for h in t.hosts)
-        return JobSpec(job, mgid, 0, slot_count, workers, hosts, tuple(t.ports(sw)))
+                        for i, h in enumerate(members))
+        every = tuple((h.mac, t.route(sw, h.name)) for h in t.hosts)
+        return JobSpec(job, mgid, slot_base, slot_count, workers, every, tuple(t.ports(sw)))
 
     def spawn(self, host: str, argv: list[str], log_name: str, env: dict[str, str] | None = None,
-              pipes: bool = False) -> netns.Proc:
-        if self.workdir is None:
+              pipes: bool = False) -> procs.Proc:
+        if self.workdir is None or self.mn is None:
             raise TestbedError("the network is not built")
-        p = netns.spawn(host, self.ns(host), argv, self.workdir / log_name, env=env, pipes=pipes)
+        p = procs.spawn(self.mn[host], host, argv, self.workdir / log_name, self.id, env=env, pipes=pipes)
         self.procs.append(p)
         return p
 
-    def set_loss(self, p: float) -> None:
-        """Random loss ``p`` on every host link, in both directions (iptables in the host namespaces)."""
+    def set_loss(self, p: float) -> str:
+        """Random loss ``p`` on every host link, both directions; returns the one line saying how."""
         if not 0 <= p < 1:
             raise TestbedError(f"loss={p} must be in [0, 1)")
+        how = self.loss_method or loss.method()
         for h in self.topo.hosts:
-            netns.set_loss(self.ns(h.name), h.intf, p)
+            node = self.mn[h.name]
+            ln = self.topo.host_link(h.name)
+            params = {"bw": ln.mbit, "txo": False, "rxo": False, "delay": self.delay}
+            loss.apply(how, node, node.intf(h.intf), p, params)
+        self.loss_method, self.loss = how, p
+        return loss.describe(how)
+
+    def link_counters(self) -> dict[str, tuple[int, int, int, int, int]]:
+        """Host -> (frames the host sent, frames it received, frames its link's far end received and sent,
+        bytes the host sent)."""
+        out = {}
+        for h in self.topo.hosts:
+            ln = self.topo.host_link(h.name)
+            mine = self.mn[h.name].counters()[h.intf]
+            far = self.mn[ln.b].counters()[ln.b_intf]
+            out[h.name] = (mine[2], mine[0], far[0], far[2], mine[3])
+        return out
 
     def host_counters(self) -> dict[str, tuple[int, int]]:
-        return {h.name: netns.tx_packets(self.ns(h.name), h.intf) for h in self.topo.hosts}
+        """Host -> (packets, bytes) its interface sent."""
+        out = {}
+        for h in self.topo.hosts:
+            c = self.mn[h.name].counters()[h.intf]
+            out[h.name] = (c[2], c[3])
+        return out
 
     def tcp_retransmissions(self) -> int:
-        total = 0
-        for h in self.topo.hosts:
-            out = netns.sh(["cat", "/proc/net/snmp"], ns=self.ns(h.name), check=False).splitlines()
-            tcp = [ln.split() for ln in out if ln.startswith("Tcp:")]
-            if len(tcp) == 2 and "RetransSegs" in tcp[0]:
-                total += int(tcp[1][tcp[0].index("RetransSegs")])
-        return total
+        return sum(procs.snmp(self.mn[h.name].pid, "Tcp", "RetransSegs") for h in self.topo.hosts)

@@ -1,158 +1,207 @@
-"""Switch node classes: what runs on a switch's namespace and how to tell it is ready.
+"""p4gen's switches as Mininet nodes (the P4Switch pattern of the p4lang tutorials).
 
-A node is built by :class:`p4gen.testbed.net.Network` with its name, its
-namespace, its ports (number -> interface) and a work directory; the class
-is passed in (``switch=SoftSwitch`` or ``switch=BMv2Switch``).  Every wait
-has a timeout and every failure names the node's log file.
+    net = Mininet(StarTopo(3), switch=partial(SoftSwitch, plan=build_dir), controller=None, link=TCLink)
 
-* :class:`SoftSwitch` runs ``python -m p4gen.switch.dataplane`` (the software data
-  plane) on the interfaces, programmed through a JSON config file.
-* :class:`BMv2Switch` runs ``simple_switch_grpc`` with the program compiled
-  by ``p4c-bm2-ss``, programmed over P4Runtime by ``p4gen.controller``.
-* :class:`L2Forwarder` is the leaf of the two-level topology
-  (``python -m p4gen.testbed.l2fwd``): it forwards by destination MAC only.
+* :class:`SoftSwitch` runs ``python -m p4gen.switch.dataplane`` (the software
+  data plane) on the switch's interfaces, programmed by a JSON config file.
+* :class:`BMv2Switch` runs ``simple_switch_grpc`` with the program that
+  ``p4gen build --compile`` compiled with ``p4c-bm2-ss``, and is programmed
+  over P4Runtime by ``p4gen.controller``.
+* :class:`TestbedHost` is a Mininet host whose processes carry the
+  network's mark (so ``p4gen testbed cleanup`` finds exactly them).
+* :class:`Leaf` is the leaf of the two-level topology: Mininet's
+  ``LinuxBridge`` (a kernel learning bridge; bridge-utils).
+
+Every node lives in its own network namespace: Mininet passes
+``inNamespace=False`` to switches, and these classes force it, so that no
+interface, bridge or listening port appears in the root namespace.
+``start()`` launches the process and waits, with a timeout, until it has a
+packet socket bound on every port (BMv2: and its gRPC port open); every
+failure names the log file.  ``stop()`` ends the process by its PID.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+from mininet.node import Host, Switch
+from mininet.nodelib import LinuxBridge
+
 from p4gen.plan import Plan
 
-from . import netns
+from . import procs
 from .errors import ReadinessError, TestbedError
 
 
-def _bound_ifindexes(ns: str) -> tuple[set[int], dict[str, int]]:
-    """(ifindexes with a packet socket bound, interface name -> ifindex) inside ``ns``."""
-    out = netns.sh(["sh", "-c", "cat /proc/net/packet; echo ==; "
-                    "for d in /sys/class/net/*; do echo \"$(basename $d) $(cat $d/ifindex)\"; done"], ns=ns,
-                   check=False)
-    sock_part, _, idx_part = out.partition("==")
-    bound = set()
-    for line in sock_part.splitlines()[1:]:
-        cols = line.split()
-        if len(cols) >= 5 and cols[4].isdigit():
-            bound.add(int(cols[4]))
-    names = {}
-    for line in idx_part.splitlines():
-        cols = line.split()
-        if len(cols) == 2 and cols[1].isdigit():
-            names[cols[0]] = int(cols[1])
-    return bound, names
+class _Marked:
+    """Mixin: the node's shell and everything it runs carry the network's mark (see procs.MARK)."""
+
+    net_id = "p4g0000"
+
+    def _popen(self, cmd, **params):
+        env = params.get("env") or {}
+        params["env"] = procs.marked_env(self.net_id, {k: v for k, v in env.items() if k != procs.MARK})
+        return super()._popen(cmd, **params)
+
+    def _no_ipv6(self) -> None:
+        # IPv6 would put router solicitations and MLD reports on every link
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+
+    def counters(self) -> dict[str, tuple[int, int, int, int]]:
+        """Interface -> (rx packets, rx bytes, tx packets, tx bytes) in this node's namespace."""
+        return procs.dev_counters(self.pid)
 
 
-class Node:
-    """A switch process in namespace ``ns`` bound to ``ports``."""
+class TestbedHost(_Marked, Host):
+    """A Mininet host whose processes carry the network's mark; IPv6 off."""
 
-    kind = "node"
+    __test__ = False          # not a pytest test class despite the name
+
+    def __init__(self, name, net_id: str | None = None, **params):
+        if net_id:
+            self.net_id = net_id
+        super().__init__(name, **params)
+        self._no_ipv6()
+
+
+class Leaf(_Marked, LinuxBridge):
+    """Leaf switch of the two-level topology: a kernel learning bridge in its own namespace."""
+
+    kind = "leaf"
+
+    @classmethod
+    def setup(cls):
+        # LinuxBridge.setup also warns when bridge-nf-call-*tables is 1; that routes bridged frames
+        # through the iptables of the bridge's namespace, and a leaf's namespace has no rules
+        from mininet.util import pathCheck
+
+        pathCheck("brctl", moduleName="bridge-utils")
+
+    def __init__(self, name, net_id: str | None = None, **params):
+        self.controlIntf = None
+        if net_id:
+            self.net_id = net_id
+        params["inNamespace"] = True
+        super().__init__(name, **params)
+        self._no_ipv6()
+
+
+class P4Switch(_Marked, Switch):
+    """A switch process on this node's interfaces, programmed from the plan in ``plan``."""
+
+    kind = "switch"
     ready_timeout = 10.0
+    p4runtime: str | None = None
 
-    def __init__(self, name: str, ns: str, ports: dict[int, str], workdir: Path, plan_dir: Path | None = None,
-                 routes: dict[str, int] | None = None):
-        self.name = name
-        self.ns = ns
-        self.ports = dict(ports)
-        self.workdir = Path(workdir)
-        self.plan_dir = Path(plan_dir) if plan_dir else None
-        self.routes = dict(routes or {})
+    def __init__(self, name, plan: str | Path | None = None, workdir: str | Path | None = None,
+                 net_id: str | None = None, **params):
+        if plan is None:
+            raise TestbedError(f"switch {name} needs a build directory (plan=...)")
+        self.plan_dir = Path(plan)
+        self.plan = Plan.load(self.plan_dir)
+        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"p4gen-{name}-"))
+        if net_id:
+            self.net_id = net_id
         self.log = self.workdir / f"p4gen-{name}.log"
-        self.proc: netns.Proc | None = None
+        self.proc: procs.Proc | None = None
         self.starts = 0
+        self.controlIntf = None
+        params["inNamespace"] = True
+        super().__init__(name, **params)
+        self._no_ipv6()
 
     # -- to be provided by subclasses
     def argv(self) -> list[str]:
         raise NotImplementedError
-
-    # -- lifecycle
-    def start(self) -> None:
-        if self.proc is not None and self.proc.alive():
-            raise TestbedError(f"{self.kind} {self.name} is already running (pid {self.proc.pid})")
-        self.starts += 1
-        if self.starts > 1 and self.log.exists():       # keep the previous run's log next to the new one
-            self.log.rename(self.log.with_suffix(f".{self.starts - 1}.log"))
-        self.proc = netns.spawn(self.name, self.ns, self.argv(), self.log)
-        self.wait_ready()
-
-    def wait_ready(self) -> None:
-        """Wait until the process has a packet socket bound on every port."""
-        deadline = time.monotonic() + self.ready_timeout
-        want = set(self.ports.values())
-        while True:
-            if self.proc is None or not self.proc.alive():
-                rc = None if self.proc is None else self.proc.popen.returncode
-                raise ReadinessError(f"{self.kind} {self.name} exited with status {rc} before opening its "
-                                     f"interfaces; see {self.log}" + (f" ({self.proc.tail(1)})" if self.proc else ""))
-            bound, idx = _bound_ifindexes(self.ns)
-            missing = sorted(d for d in want if idx.get(d) not in bound)
-            if not missing:
-                return
-            if time.monotonic() > deadline:
-                raise ReadinessError(f"{self.kind} {self.name} did not open its interfaces "
-                                     f"({', '.join(missing)}) in {self.ready_timeout:.0f} s; see {self.log}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.stop()
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.alive()
-
-
-class L2Forwarder(Node):
-    """Leaf switch: static MAC table, flood otherwise, no aggregation."""
-
-    kind = "leaf"
-
-    def argv(self) -> list[str]:
-        a = [sys.executable, "-m", "p4gen.testbed.l2fwd"]
-        for p, dev in self.ports.items():
-            a += ["--port", f"{p}={dev}"]
-        for m, p in self.routes.items():
-            a += ["--route", f"{m}={p}"]
-        return a
-
-
-class AggSwitch(Node):
-    """An aggregating switch running the plan in ``plan_dir``."""
-
-    p4runtime: str | None = None
-
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        if self.plan_dir is None:
-            raise TestbedError(f"switch {self.name} needs a plan directory")
-        self.plan = Plan.load(self.plan_dir)
 
     @classmethod
     def missing(cls) -> str | None:
         """Why this switch cannot run here (one line), or None."""
         return None
 
+    # -- Mininet's interface
+    @property
+    def port_map(self) -> dict[int, str]:
+        """Switch port number -> interface name."""
+        return {p: i.name for p, i in sorted(self.intfs.items()) if p > 0}
 
-class SoftSwitch(AggSwitch):
+    def start(self, controllers=()) -> None:
+        if self.alive():
+            raise TestbedError(f"{self.kind} {self.name} is already running (pid {self.proc.pid})")
+        self.starts += 1
+        if self.starts > 1 and self.log.exists():       # keep the previous run's log next to the new one
+            self.log.rename(self.log.with_suffix(f".{self.starts - 1}.log"))
+        self.proc = procs.spawn(self, self.name, self.argv(), self.log, self.net_id)
+        self.wait_ready()
+
+    def stop(self, deleteIntfs=True) -> None:          # noqa: N803 (Mininet's name)
+        if self.proc is not None:
+            self.proc.stop()
+        super().stop(deleteIntfs)
+
+    # -- readiness
+    def _ifindexes(self) -> dict[str, int]:
+        out = {}
+        for line in self.cmd("ip -o link show").splitlines():
+            num, _, rest = line.partition(":")
+            if num.strip().isdigit():
+                out[rest.split(":")[0].strip().split("@")[0]] = int(num)
+        return out
+
+    def _failed(self, what: str) -> ReadinessError:
+        rc = None if self.proc is None else self.proc.popen.poll()
+        if rc is not None:
+            return ReadinessError(f"{self.kind} {self.name} exited with status {rc} before {what}; see {self.log}"
+                                  + (f" ({self.proc.tail(1)})" if self.proc.tail(1) else ""))
+        return ReadinessError(f"{self.kind} {self.name} did not {what} in {self.ready_timeout:g} s; see {self.log}")
+
+    def wait_ready(self) -> None:
+        """Wait until the process has a packet socket bound on every port."""
+        deadline = time.monotonic() + self.ready_timeout
+        idx = self._ifindexes()
+        want = {d: idx.get(d) for d in self.port_map.values()}
+        while True:
+            if not self.alive():
+                raise self._failed("opening its interfaces")
+            try:
+                bound = procs.packet_socket_ifindexes(self.proc.pid)
+            except OSError:
+                bound = set()
+            missing = sorted(d for d, i in want.items() if i not in bound)
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise self._failed(f"open its interfaces ({', '.join(missing)})")
+            time.sleep(0.05)
+
+    # -- operations
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+
+    def restart(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+        self.start()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.alive()
+
+
+class SoftSwitch(P4Switch):
     """The software data plane (``python -m p4gen.switch.dataplane``), programmed by a JSON config file."""
 
     kind = "switch"
     module = "p4gen.switch.dataplane"
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
-        self.config_path = self.workdir / f"{self.name}-config.json"
+    def __init__(self, name, **params):
+        super().__init__(name, **params)
+        self.config_path = self.workdir / f"{name}-config.json"
         self.config: dict | None = None
 
     @classmethod
@@ -165,7 +214,7 @@ class SoftSwitch(AggSwitch):
 
     def argv(self) -> list[str]:
         a = [sys.executable, "-m", self.module, "--plan", str(self.plan_dir)]
-        for p, dev in self.ports.items():
+        for p, dev in self.port_map.items():
             a += ["--port", f"{p}={dev}"]
         if self.config is not None:
             a += ["--config", str(self.config_path)]
@@ -175,21 +224,24 @@ class SoftSwitch(AggSwitch):
         """Write the control-plane config and (re)start the data plane with it."""
         self.config = cfg
         self.config_path.write_text(json.dumps(cfg, indent=1))
-        if self.alive():
-            self.restart()
+        self.restart()
 
 
-class BMv2Switch(AggSwitch):
-    """``simple_switch_grpc`` running the plan's program compiled by ``p4c-bm2-ss``."""
+class BMv2Switch(P4Switch):
+    """``simple_switch_grpc`` running the build's ``program.json`` (``p4gen build --compile``)."""
 
     kind = "bmv2"
     grpc_port = 9559
     thrift_port = 9090
+    cpu_port = 510
 
-    def __init__(self, *a, **kw):
-        super().__init__(*a, **kw)
+    def __init__(self, name, **params):
+        super().__init__(name, **params)
         self.p4runtime = f"127.0.0.1:{self.grpc_port}"
-        self.job: object | None = None
+        self.jobs: tuple = ()
+        if not (self.plan_dir / "program.json").is_file():
+            raise TestbedError(f"bmv2 {name}: {self.plan_dir} has no program.json; build it with "
+                               f"p4gen build --target bmv2 --compile")
 
     @classmethod
     def missing(cls) -> str | None:
@@ -198,57 +250,45 @@ class BMv2Switch(AggSwitch):
             return f"BMv2 is not installed ({' and '.join(gone)} not on PATH)"
         return None
 
-    def compile(self) -> Path:
-        """program.json next to plan.json (compiled once per build directory)."""
-        out = self.plan_dir / "program.json"
-        if out.exists():
-            return out
-        src = self.plan_dir / "program.p4"
-        log = self.workdir / f"p4c-{self.name}.log"
-        with open(log, "wb") as f:
-            r = subprocess.run(["p4c-bm2-ss", "--std", "p4-16", "--p4runtime-files",
-                                str(self.plan_dir / "p4info.p4c.txtpb"), "-o", str(out), str(src)],
-                               stdout=f, stderr=subprocess.STDOUT, timeout=300)
-        if r.returncode != 0:
-            raise TestbedError(f"p4c-bm2-ss could not compile {src} (status {r.returncode}); see {log}")
-        return out
-
     def argv(self) -> list[str]:
-        a = ["simple_switch_grpc", "--device-id", "0", "--log-file", str(self.log.with_suffix(".bmv2")),
-             "--thrift-port", str(self.thrift_port), "--no-p4"]
-        for p, dev in self.ports.items():
+        a = ["simple_switch_grpc", "--device-id", "0", "--thrift-port", str(self.thrift_port), "--no-p4"]
+        for p, dev in self.port_map.items():
             a += ["-i", f"{p}@{dev}"]
-        a += ["--", "--grpc-server-addr", f"127.0.0.1:{self.grpc_port}", "--cpu-port", "510"]
+        a += ["--", "--grpc-server-addr", self.p4runtime, "--cpu-port", str(self.cpu_port)]
         return a
 
-    def start(self) -> None:
-        self.compile()
-        super().start()
+    def start(self, controllers=()) -> None:
+        super().start(controllers)
         self._wait_grpc()
-        if self.job is not None:
-            self.program_p4runtime(self.job)
+        if self.jobs:
+            self.program_p4runtime(*self.jobs)
 
     def _wait_grpc(self) -> None:
         deadline = time.monotonic() + self.ready_timeout
-        while True:
-            out = netns.sh(["ss", "-ltnH", f"sport = :{self.grpc_port}"], ns=self.ns, check=False)
-            if out.strip():
-                return
-            if not self.alive() or time.monotonic() > deadline:
-                raise ReadinessError(f"bmv2 {self.name} did not open port {self.grpc_port} in "
-                                     f"{self.ready_timeout:.0f} s; see {self.log}")
-            time.sleep(0.1)
+        while not procs.tcp_listening(self.proc.pid, self.grpc_port):
+            if not self.alive():
+                raise self._failed(f"opening port {self.grpc_port}")
+            if time.monotonic() > deadline:
+                raise self._failed(f"open port {self.grpc_port}")
+            time.sleep(0.05)
 
-    def program_p4runtime(self, spec) -> None:
-        self.job = spec
-        path = self.workdir / f"{self.name}-job.json"
-        path.write_text(spec.to_json())
+    def program_p4runtime(self, *specs) -> None:
+        """Push the pipeline and set ``specs`` up with ``p4gen.controller``, inside this node's namespace."""
+        self.jobs = specs
+        path = self.workdir / f"{self.name}-jobs.json"
+        path.write_text(json.dumps([json.loads(s.to_json()) for s in specs]))
+        log = self.workdir / f"controller-{self.name}.log"
+        p = procs.spawn(self, f"controller-{self.name}", [sys.executable, "-m", "p4gen.testbed.program",
+                                                          str(self.plan_dir), str(path), self.p4runtime],
+                        log, self.net_id)
         try:
-            netns.sh([sys.executable, "-m", "p4gen.testbed.program", str(self.plan_dir), str(path),
-                      self.p4runtime], ns=self.ns, timeout=60)
-        except TestbedError as exc:
-            raise TestbedError(f"bmv2 {self.name}: the controller could not set the job up over P4Runtime "
-                               f"at {self.p4runtime} ({exc}); see {self.log}") from None
+            rc = p.popen.wait(60)
+        except Exception:
+            p.stop()
+            raise
+        if rc != 0:
+            raise TestbedError(f"bmv2 {self.name}: the controller could not set the job up over P4Runtime at "
+                               f"{self.p4runtime} ({p.tail(1)}); see {log} and {self.log}")
 
 
 def pick_switch(kind: str):

@@ -1,6 +1,7 @@
 """Programming the aggregating switch: the one place a job reaches the switch.
 
-:func:`program` takes a :class:`JobSpec` and a switch node.  A node that
+:func:`program` takes a switch node and one or more :class:`JobSpec` (jobs
+that share the switch use disjoint slot ranges and multicast groups).  A node that
 serves P4Runtime (``node.p4runtime`` is an address inside its namespace:
 BMv2's ``simple_switch_grpc``) is programmed by ``p4gen.controller`` over
 P4Runtime; the controller runs inside the switch's namespace (``python -m
@@ -21,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from p4gen.errors import P4genError
+from p4gen.plan import Plan
 from p4gen.switch.model import WorkerAddr, job_config
 from p4gen.wire import ip as ip_int, mac as mac_int
-from p4gen.plan import Plan
 
 from .errors import TestbedError
 
@@ -63,56 +65,77 @@ def rid_base(plan: Plan, job: int) -> int:
     return 1 + job * int(plan.params["max_workers"])
 
 
-def json_config(plan: Plan, spec: JobSpec) -> dict[str, Any]:
-    """The control-plane config of ``spec`` for the software data plane's ``load_config``."""
-    workers = [WorkerAddr(w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers]
-    cfg = job_config(plan, spec.job, workers, slot_base=spec.slot_base, slot_count=spec.slot_count,
-                     mgid=spec.mgid, rid_base=rid_base(plan, spec.job))
+def json_config(plan: Plan, *specs: JobSpec) -> dict[str, Any]:
+    """The control-plane config of the jobs ``specs`` for the software data plane's ``load_config``."""
+    cfg: dict[str, Any] = {"tables": {}, "groups": {}}
+    l2: dict[str, int] = {}
+    ports: set[int] = set()
+    for spec in specs:
+        workers = [WorkerAddr(w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers]
+        one = job_config(plan, spec.job, workers, slot_base=spec.slot_base, slot_count=spec.slot_count,
+                         mgid=spec.mgid, rid_base=rid_base(plan, spec.job))
+        for table, entries in one["tables"].items():
+            cfg["tables"].setdefault(table, []).extend(entries)
+        for mgid, replicas in one["groups"].items():
+            if mgid in cfg["groups"]:
+                raise TestbedError(f"job {spec.job}: multicast group {mgid} is taken by another job")
+            cfg["groups"][mgid] = replicas
+        for k, v in one.items():
+            if k not in ("tables", "groups"):
+                cfg.setdefault(k, v)
+        l2.update(dict(spec.hosts))
+        ports.update(spec.ports)
     cfg["tables"]["l2_forward"] = [{"match": {"dst_addr": m}, "action": "l2_unicast", "params": {"port": p}}
-                                   for m, p in spec.hosts]
+                                   for m, p in l2.items()]
     base = int(plan.params["flood_group_base"])
-    for p in spec.ports:
-        cfg["groups"][str(base + p)] = [[q, 0] for q in spec.ports if q != p]
+    for p in sorted(ports):
+        cfg["groups"][str(base + p)] = [[q, 0] for q in sorted(ports) if q != p]
     return cfg
 
 
-def program_p4runtime(build_dir: str | Path, spec: JobSpec, addr: str) -> str:
-    """Push the pipeline and set the job up over P4Runtime at ``addr``; return a summary line."""
+def program_p4runtime(build_dir: str | Path, specs: list[JobSpec], addr: str) -> str:
+    """Push the pipeline and set the jobs up over P4Runtime at ``addr``; return a summary line."""
     from p4gen.controller.client import connect
     from p4gen.controller.jobfile import Job, Worker
     from p4gen.controller.jobs import Controller
     from p4gen.controller.pipeline import load_build
 
     build = load_build(build_dir)
-    job = Job(spec.job, spec.mgid, spec.slot_base, spec.slot_count,
-              tuple(Worker(w.id, w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers),
-              source="testbed job")
+    lines = []
     with connect(addr, timeout=10.0) as conn:
         ctl = Controller(build, conn)
         ctl.push()
-        change = ctl.setup(job)
-    return f"job {change.job}: {change.updates} updates, {change.workers} workers"
+        for spec in specs:
+            job = Job(spec.job, spec.mgid, spec.slot_base, spec.slot_count,
+                      tuple(Worker(w.id, w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers),
+                      source="testbed job")
+            change = ctl.setup(job)
+            lines.append(f"job {change.job}: {change.updates} updates, {change.workers} workers")
+    return "; ".join(lines)
 
 
-def program(node, spec: JobSpec) -> None:
-    """Program ``node`` (the aggregating switch) with ``spec``, by P4Runtime or by JSON config."""
+def program(node, *specs: JobSpec) -> None:
+    """Program ``node`` (the aggregating switch) with the jobs ``specs``, by P4Runtime or by JSON config."""
+    if not specs:
+        raise TestbedError("program() needs at least one job")
     if getattr(node, "p4runtime", None):
-        node.program_p4runtime(spec)
+        node.program_p4runtime(*specs)
     else:
-        node.load_config(json_config(node.plan, spec))
+        node.load_config(json_config(node.plan, *specs))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m p4gen.testbed.program BUILD_DIR JOB.json ADDR`` (run inside the switch namespace)."""
+    """``python -m p4gen.testbed.program BUILD_DIR JOBS.json ADDR`` (run inside the switch's namespace)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
-        print("usage: python -m p4gen.testbed.program BUILD_DIR JOB.json ADDR", file=sys.stderr)
+        print("usage: python -m p4gen.testbed.program BUILD_DIR JOBS.json ADDR", file=sys.stderr)
         return 2
     try:
-        spec = JobSpec.from_json(Path(args[1]).read_text())
-        print(program_p4runtime(args[0], spec, args[2]))
+        doc = json.loads(Path(args[1]).read_text())
+        specs = [JobSpec.from_json(json.dumps(d)) for d in (doc if isinstance(doc, list) else [doc])]
+        print(program_p4runtime(args[0], specs, args[2]))
         return 0
-    except (TestbedError, ValueError, OSError) as exc:
+    except (P4genError, ValueError, OSError) as exc:
         print(f"program: {exc}", file=sys.stderr)
         return 1
 

@@ -1,47 +1,72 @@
-"""Testbed on real namespaces: SwitchML all-reduce through the software data plane.
+"""Testbed on Mininet: SwitchML all-reduce through the software data plane (and BMv2 where installed).
 
-Needs root, ip/tc/iptables/ethtool and p4gen.switch.dataplane; skips with the reason otherwise.
+Needs root, Mininet (the Python module and Debian's mnexec), ip/tc/ifconfig/ethtool and
+p4gen.switch.dataplane; skips with the reason otherwise.  Every test checks, before and after,
+that no network namespace, root interface or marked process is left (tests/leakcheck.py).
 P4GEN_TESTBED_DATAPLANE names another module with the data plane's command line (for trying
 the testbed against a data plane under development).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from p4gen.testbed import harness, netns
+from leakcheck import leaks, snapshot
+from p4gen.testbed import harness, procs
+from p4gen.testbed.cli import hand_start
 from p4gen.testbed.errors import JobError, ReadinessError
+from p4gen.testbed.mntopo import TwoLevelTopo
 from p4gen.testbed.net import Network
-from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
-from p4gen.testbed.topo import star, two_level
+from p4gen.testbed.nodes import SoftSwitch
+from p4gen.testbed.plans import build_plan
+from p4gen.testbed.topo import star
 
 if os.environ.get("P4GEN_TESTBED_DATAPLANE"):
     SoftSwitch.module = os.environ["P4GEN_TESTBED_DATAPLANE"]
 
-_why = netns.missing_requirements() or SoftSwitch.missing()
+_why = procs.missing_requirements() or SoftSwitch.missing()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 SIZE = 65536          # elements: 256 packets per worker
+P4GEN = [sys.executable, "-m", "p4gen.cli"]
+
+
+@pytest.fixture(scope="module")
+def clean_module():
+    before = snapshot()
+    yield
+    assert leaks(before) == []
+
+
+@pytest.fixture
+def clean():
+    before = snapshot()
+    yield
+    assert leaks(before) == []
 
 
 @pytest.fixture(scope="module")
 def plan_dir(tmp_path_factory):
-    from p4gen.build import build
-    from p4gen.spec import make_spec
-    from p4gen.target import load_target
-
-    out = tmp_path_factory.mktemp("plan") / "bmv2-switchml"
-    return build(make_spec(protocol="switchml", max_workers=32, slots=512), load_target("bmv2"), out).out_dir
+    return build_plan("switchml", 32, tmp_path_factory.mktemp("plans"))
 
 
 @pytest.fixture(scope="module")
-def net3(plan_dir):
+def net3(clean_module, plan_dir):
     with Network(star(3, mbit=100), switch=SoftSwitch, plan_dir=plan_dir) as net:
         yield net
+
+
+def test_network_is_mininet_and_pings(net3):
+    from mininet.net import Mininet
+
+    assert isinstance(net3.mn, Mininet)
+    net3.program(net3.job_spec())
+    assert net3.mn.pingAll(timeout="2") == 0.0
 
 
 def test_three_workers_exact_sums(net3):
@@ -49,6 +74,7 @@ def test_three_workers_exact_sums(net3):
     assert r.exact and r.correct, r
     assert r.max_abs_error <= r.error_bound
     assert r.packets >= 3 * SIZE // 256
+    assert r.loss == 0.0 and r.loss_seen == 0.0
 
 
 def test_three_workers_int32_wraparound_sums_are_exact(net3):
@@ -56,14 +82,17 @@ def test_three_workers_int32_wraparound_sums_are_exact(net3):
     assert r.exact and r.correct and r.max_abs_error == 0
 
 
-def test_five_percent_loss_still_exact(net3):
-    net3.set_loss(0.05)
+def test_five_percent_loss_still_exact_and_the_loss_is_seen(net3):
+    line = net3.set_loss(0.05)
     try:
         r = harness.run_switchml(net3, size=SIZE, seed=1)
     finally:
         net3.set_loss(0.0)
+    assert line.startswith("loss: ")
     assert r.exact and r.correct, r
     assert r.retransmissions > 0
+    assert r.loss == 0.05 and r.loss_method == net3.loss_method
+    assert 0.02 < r.loss_seen < 0.09, r.loss_seen
 
 
 def test_killed_worker_gives_a_clear_timeout_error(net3):
@@ -82,51 +111,80 @@ def test_switch_restart_mid_job_recovers_or_fails_cleanly_and_says_which(net3):
         assert r.exact and r.correct
 
 
-def test_two_level_topology_spine_aggregates(plan_dir):
-    with Network(two_level(2, 2, mbit=100), switch=SoftSwitch, plan_dir=plan_dir) as net:
+def test_workers_started_by_hand_get_the_exact_sum(net3):
+    spec = net3.job_spec(slot_count=64)
+    net3.program(spec)
+    cmds = hand_start(net3, spec, "switchml", size=4096)
+    started = []
+    for c in cmds:
+        host, *argv = c.split()
+        started.append(net3.spawn(host, argv, f"hand-{host}.log", pipes=True))
+    events = [json.loads(p.popen.stdout.read().splitlines()[-1]) for p in started]
+    assert [e["event"] for e in events] == ["done"] * 3, [p.tail() for p in started]
+    r = harness.run_switchml(net3, size=4096, seed=0)          # the harness's run of the same job agrees
+    assert r.exact
+
+
+def test_two_level_topology_spine_aggregates_through_linux_bridges(clean, plan_dir):
+    with Network(TwoLevelTopo(2, 2, bw=100), switch=SoftSwitch, plan_dir=plan_dir) as net:
+        assert [type(net.mn[leaf]).__name__ for leaf in ("l1", "l2")] == ["Leaf", "Leaf"]
         r = harness.run_switchml(net, size=SIZE // 2)
     assert r.exact and r.correct and r.topo == "two-level2x2"
 
 
-def test_switch_that_cannot_start_names_its_log(plan_dir):
+def test_switch_that_cannot_start_names_its_log(clean, plan_dir):
     class Broken(SoftSwitch):
         module = "p4gen.testbed.no_such_dataplane"
 
     with pytest.raises(ReadinessError, match=r"^switch s1 exited with status 1 before opening its interfaces; "
-                                             r"see /tmp/p4g[0-9a-f]{4}-\w+/p4gen-s1\.log"):
-        with Network(star(2), switch=Broken, plan_dir=plan_dir) as net:
-            net.program(net.job_spec())
+                                             r"see /tmp/p4g[0-9a-f]{4}-star2-\w+/p4gen-s1\.log"):
+        with Network(star(2), switch=Broken, plan_dir=plan_dir):
+            pass
 
 
-def test_teardown_and_cleanup_leave_no_namespace_veth_or_process(plan_dir):
+def test_teardown_after_a_crash_leaves_nothing(clean, plan_dir):
     with pytest.raises(RuntimeError):
         with Network(star(2), switch=SoftSwitch, plan_dir=plan_dir) as net:
             net.program(net.job_spec())
-            prefix = net.prefix
+            net.spawn("h1", ["sleep", "300"], "sleeper.log")
             raise RuntimeError("crash inside the with block")
-    assert not [n for n in netns.namespaces() if n.startswith(prefix)]
-    # what a killed harness leaves behind: a namespace with a process in it
-    ns = f"{netns.PREFIX}ffff-h1"
-    netns.add_namespace(ns)
-    sleeper = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "300"])
+
+
+def test_cleanup_ends_only_the_marked_leftovers(clean):
+    # what a killed harness leaves behind: a marked process holding its own network namespace
+    env = dict(os.environ, **{procs.MARK: "p4gffff"})
+    left = subprocess.Popen(["unshare", "--net", "sleep", "300"], env=env)
+    other = subprocess.Popen(["unshare", "--net", "sleep", "300"], env=dict(env, **{procs.MARK: "p4geeee"}))
     try:
-        out = subprocess.run([sys.executable, "-c", "import argparse, sys\n"
-                              "from p4gen.testbed import cli\n"
-                              "ap = argparse.ArgumentParser(); cli.register(ap.add_subparsers())\n"
-                              "a = ap.parse_args(['testbed', 'cleanup']); sys.exit(a.func(a))"],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(P4GEN + ["testbed", "cleanup", "--network", "p4gffff"], capture_output=True,
+                             text=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        assert f"removed netns {ns}" in out.stdout
-        sleeper.wait(10)
+        assert f"removed process {left.pid} (p4gffff)" in out.stdout
+        assert left.wait(10) is not None
+        assert other.poll() is None                     # another network's process is left alone
     finally:
-        if sleeper.poll() is None:
-            sleeper.kill()
-    assert netns.namespaces() == []
-    assert netns.root_links() == []
+        for p in (left, other):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
 
 
-@pytest.mark.skipif(BMv2Switch.missing() is not None, reason=BMv2Switch.missing() or "")
-def test_bmv2_three_workers_exact_sums(plan_dir):
-    with Network(star(3, mbit=100), switch=BMv2Switch, plan_dir=plan_dir) as net:
-        r = harness.run_switchml(net, size=SIZE // 4)
-    assert r.exact and r.correct
+def test_up_gives_a_mininet_prompt_where_pingall_succeeds(clean):
+    out = subprocess.run(P4GEN + ["testbed", "up", "--workers", "3", "--switch", "soft"], input="pingall\nexit\n",
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    assert "mininet> " in out.stdout
+    assert "*** Results: 0% dropped (6/6 received)" in out.stdout, out.stdout
+    assert "mininet> h3 " in out.stdout and "-m p4gen.testbed.agent" in out.stdout
+
+
+def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
+    out = subprocess.run(P4GEN + ["testbed", "run", "--workers", "2", "--switch", "soft", "--size", "4096",
+                                  "--json", str(tmp_path / "r.json"), "--cli"],
+                         input="h1 ping -c 1 h2\nexit\n", capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    head, _, rest = out.stdout.partition("mininet> ")
+    assert head.splitlines()[-1].split()[:2] == ["switchml", "2"]
+    assert "1 packets transmitted, 1 received" in rest
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]

@@ -1,22 +1,21 @@
-"""Testbed on real namespaces: OmniReduce all-reduce through the software data plane.
+"""Testbed on Mininet: OmniReduce all-reduce through the software data plane.
 
-Needs root, ip/tc/iptables/ethtool and p4gen.switch.dataplane; skips with the reason otherwise.
+Needs root, Mininet, ip/tc/ifconfig/ethtool and p4gen.switch.dataplane; skips with the reason
+otherwise.  Checks, before and after, that nothing is left behind (tests/leakcheck.py).
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from p4gen.testbed import harness, netns
+from leakcheck import leaks, snapshot
+from p4gen.testbed import harness, procs
 from p4gen.testbed.net import Network
 from p4gen.testbed.nodes import SoftSwitch
+from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
 
-_why = netns.missing_requirements() or SoftSwitch.missing()
-if _why is None and os.geteuid() != 0:
-    _why = "the testbed needs root (network namespaces)"
+_why = procs.missing_requirements() or SoftSwitch.missing()
 pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
 
 SIZE = 65536          # elements: 256 blocks of 256
@@ -24,14 +23,11 @@ SIZE = 65536          # elements: 256 blocks of 256
 
 @pytest.fixture(scope="module")
 def net3(tmp_path_factory):
-    from p4gen.build import build
-    from p4gen.spec import make_spec
-    from p4gen.target import load_target
-
-    out = tmp_path_factory.mktemp("plan") / "bmv2-omnireduce"
-    plan = build(make_spec(protocol="omnireduce", max_workers=32, slots=512), load_target("bmv2"), out).out_dir
+    before = snapshot()
+    plan = build_plan("omnireduce", 32, tmp_path_factory.mktemp("plans"))
     with Network(star(3, mbit=100), switch=SoftSwitch, plan_dir=plan) as net:
         yield net
+    assert leaks(before) == []
 
 
 def test_three_workers_density_03_exact_sums(net3):
@@ -56,3 +52,4 @@ def test_five_percent_loss_still_exact(net3):
     finally:
         net3.set_loss(0.0)
     assert r.exact and r.correct and r.retransmissions > 0
+    assert 0.02 < r.loss_seen < 0.09, r.loss_seen

@@ -108,6 +108,59 @@ def test_json_config_has_job_l2_and_flood_groups(plan):
     SwitchModel(plan).load_config(cfg)             # the model accepts it
 
 
+def test_json_config_of_two_jobs_shares_l2_and_flood_groups(plan):
+    a = JobSpec(0, 1, 0, 32, (WorkerSpec(0, 1, "02:00:00:00:00:01", "10.0.0.1", 50000),
+                              WorkerSpec(1, 2, "02:00:00:00:00:02", "10.0.0.2", 50001)),
+                (("02:00:00:00:00:01", 1), ("02:00:00:00:00:02", 2), ("02:00:00:00:00:03", 3)), (1, 2, 3))
+    b = JobSpec(1, 2, 32, 32, (WorkerSpec(0, 3, "02:00:00:00:00:03", "10.0.0.3", 50000),
+                               WorkerSpec(1, 1, "02:00:00:00:00:01", "10.0.0.1", 50001)), a.hosts, a.ports)
+    cfg = json_config(plan, a, b)
+    assert len(cfg["tables"]["workers"]) == 4 and len(cfg["tables"]["l2_forward"]) == 3
+    assert cfg["groups"]["1"] == [[1, 1], [2, 2]] and cfg["groups"]["2"] == [[3, 33], [1, 34]]
+    SwitchModel(plan).load_config(cfg)
+    with pytest.raises(TestbedError, match=r"^job 1: multicast group 1 is taken by another job$"):
+        json_config(plan, a, JobSpec(1, 1, 32, 32, b.workers, a.hosts, a.ports))
+
+
+def test_mininet_topologies_are_built_from_the_topology_data():
+    pytest.importorskip("mininet.topo", reason="the mininet Python module is not installed")
+    from p4gen.testbed.mntopo import StarTopo, TwoLevelTopo
+    from p4gen.testbed.nodes import Leaf
+
+    t = StarTopo(3, bw=20)
+    assert t.hosts() == ["h1", "h2", "h3"] and t.switches() == ["s1"]
+    assert t.nodeInfo("h2") == {"ip": "10.0.0.2/24", "mac": "02:00:00:00:00:02"}
+    links = t.links(sort=True, withInfo=True)
+    assert [(a, b) for a, b, _ in links] == [("h1", "s1"), ("h2", "s1"), ("h3", "s1")]
+    info = links[1][2]
+    assert (info["port1"], info["port2"], info["intfName2"]) == (0, 2, "s1-eth2")
+    assert (info["bw"], info["txo"], info["rxo"]) == (20, False, False)
+    t2 = TwoLevelTopo(2, 2, bw=10)
+    assert t2.nodeInfo("l1")["cls"] is Leaf and "cls" not in t2.nodeInfo("s1")
+    assert t2.data.route("s1", "h3") == 2
+
+
+def test_delay_without_netem_is_refused_in_one_line(monkeypatch):
+    from p4gen.testbed import loss
+
+    monkeypatch.setattr(loss, "netem_available", lambda: False)
+    with pytest.raises(TestbedError, match=r"^--delay 5ms: link delay needs the netem qdisc, which this kernel "
+                                           r"lacks \(tc: Specified qdisc kind is unknown\); links run without "
+                                           r"added delay$"):
+        loss.check_delay("5ms")
+    loss.check_delay(None)
+
+
+def test_cli_parses_up_and_cleanup():
+    a = _parser().parse_args(["testbed", "up", "--workers", "4", "--switch", "bmv2", "--topo", "two-level"])
+    assert (a.workers, a.switch, a.topo, a.protocol) == (4, "bmv2", "two-level", "switchml")
+    a = _parser().parse_args(["testbed", "run", "--cli", "--delay", "5ms"])
+    assert a.cli and a.delay == "5ms"
+    a = _parser().parse_args(["testbed", "cleanup", "--network", "h1"])
+    with pytest.raises(TestbedError, match=r"^--network 'h1' must look like p4g and 4 hex digits \(e\.g\. p4g1a2b\)$"):
+        a.func(a)
+
+
 def _parser():
     ap = argparse.ArgumentParser(prog="p4gen")
     cli.register(ap.add_subparsers(dest="cmd", required=True))
