@@ -90,8 +90,21 @@ class Network:
         for h in self.topo.hosts:
             self.mn[h.name].setARP(SWITCH_IP, SWITCH_MAC)
         self.mn.start()
+        self._pin_leaves()
         if self.initial_loss:
             self.set_loss(self.initial_loss)
+
+    def _pin_leaves(self) -> None:
+        t = self.topo
+        agg = t.aggregator.name
+        for s in t.switches:
+            if s.role == "aggregate":
+                continue
+            ports = t.ports(s.name)
+            uplink = next(ln.a_intf for ln in t.links if ln.a == s.name and ln.b == agg)
+            macs = {h.mac: ports[t.route(s.name, h.name)] for h in t.hosts}
+            macs[SWITCH_MAC] = uplink
+            self.mn[s.name].pin(macs)
 
     def teardown(self, failed: bool = False) -> None:
         try:

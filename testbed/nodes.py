@@ -10,7 +10,8 @@
 * :class:`TestbedHost` is a Mininet host whose processes carry the
   network's mark (so ``p4gen testbed cleanup`` finds exactly them).
 * :class:`Leaf` is the leaf of the two-level topology: Mininet's
-  ``LinuxBridge`` (a kernel learning bridge; bridge-utils).
+  ``LinuxBridge`` (a kernel learning bridge; bridge-utils), with the
+  hosts' and the spine's MACs pinned to their ports.
 
 Every node lives in its own network namespace: Mininet passes
 ``inNamespace=False`` to switches, and these classes force it, so that no
@@ -78,7 +79,7 @@ class Leaf(_Marked, LinuxBridge):
     def setup(cls):
         # LinuxBridge.setup also warns when bridge-nf-call-*tables is 1; that routes bridged frames
         # through the iptables of the bridge's namespace, and a leaf's namespace has no rules
-        from mininet.util import pathCheck
+        from mininet.moduledeps import pathCheck
 
         pathCheck("brctl", moduleName="bridge-utils")
 
@@ -89,6 +90,14 @@ class Leaf(_Marked, LinuxBridge):
         params["inNamespace"] = True
         super().__init__(name, **params)
         self._no_ipv6()
+
+    def pin(self, macs: dict[str, str]) -> None:
+        """Static forwarding entries (MAC -> port interface): frames to a MAC the bridge has not yet
+        learned are then not flooded to the rack."""
+        for mac, dev in macs.items():
+            out = self.cmd(f"bridge fdb replace {mac} dev {dev} master static 2>&1; echo rc=$?").strip()
+            if not out.endswith("rc=0"):
+                raise TestbedError(f"leaf {self.name}: could not pin {mac} to {dev}: {out.splitlines()[0]}")
 
 
 class P4Switch(_Marked, Switch):

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -137,9 +139,12 @@ def test_switch_that_cannot_start_names_its_log(clean, plan_dir):
         module = "p4gen.testbed.no_such_dataplane"
 
     with pytest.raises(ReadinessError, match=r"^switch s1 exited with status 1 before opening its interfaces; "
-                                             r"see /tmp/p4g[0-9a-f]{4}-star2-\w+/p4gen-s1\.log"):
+                                             r"see /tmp/p4g[0-9a-f]{4}-star2-\w+/p4gen-s1\.log") as exc:
         with Network(star(2), switch=Broken, plan_dir=plan_dir):
             pass
+    log = Path(str(exc.value).split("; see ")[1].split()[0])
+    assert "No module named p4gen.testbed.no_such_dataplane" in log.read_text()   # kept for the user to read
+    shutil.rmtree(log.parent)
 
 
 def test_teardown_after_a_crash_leaves_nothing(clean, plan_dir):
@@ -148,6 +153,8 @@ def test_teardown_after_a_crash_leaves_nothing(clean, plan_dir):
             net.program(net.job_spec())
             net.spawn("h1", ["sleep", "300"], "sleeper.log")
             raise RuntimeError("crash inside the with block")
+    assert net.workdir.is_dir()                      # a failed block keeps its logs
+    shutil.rmtree(net.workdir)
 
 
 def test_cleanup_ends_only_the_marked_leftovers(clean):
@@ -174,8 +181,8 @@ def test_up_gives_a_mininet_prompt_where_pingall_succeeds(clean):
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "mininet> " in out.stdout
-    assert "*** Results: 0% dropped (6/6 received)" in out.stdout, out.stdout
-    assert "mininet> h3 " in out.stdout and "-m p4gen.testbed.agent" in out.stdout
+    assert "*** Results: 0% dropped (6/6 received)" in out.stderr, out.stderr   # Mininet logs to stderr
+    assert "  mininet> h3 " in out.stdout and "-m p4gen.testbed.agent" in out.stdout
 
 
 def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
@@ -183,8 +190,8 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
                                   "--json", str(tmp_path / "r.json"), "--cli"],
                          input="h1 ping -c 1 h2\nexit\n", capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    head, _, rest = out.stdout.partition("mininet> ")
-    assert head.splitlines()[-1].split()[:2] == ["switchml", "2"]
-    assert "1 packets transmitted, 1 received" in rest
+    head, prompt, rest = out.stdout.partition("mininet> ")
+    assert head.splitlines()[-1].split()[:2] == ["switchml", "2"] and prompt
+    assert "1 packets transmitted, 1 received" in rest, out.stdout + out.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]
