@@ -206,6 +206,14 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
         lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
                                    f"{profile.name} assumes an MTU of {profile.mtu_bytes} bytes")
         return lay
+    # 3b. headroom: an OmniReduce result that answers a header-only packet grows by the block
+    grow = elements * w // 8
+    if spec.protocol == "omnireduce" and profile.packet_headroom_bytes is not None \
+            and grow > profile.packet_headroom_bytes:
+        lay.failure = ("elements", f"elements_per_packet={elements} makes an omnireduce result {grow} bytes longer "
+                                   f"than the header-only packet it answers; {profile.name} gives a packet "
+                                   f"{profile.packet_headroom_bytes} bytes of headroom")
+        return lay
     # 4. passes
     if shape is None:
         split = _choose_passes(profile, variant, elements)

@@ -36,6 +36,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "max_register_entries": (1, 1 << 32, False),
     "max_passes": (1, 64, True),
     "mtu_bytes": (128, 65535, True),
+    "packet_headroom_bytes": (0, 65535, False),
 }
 # lanes_per_register: the templates lay values out as {lo, hi} register pairs, so 2 is the one value
 _WHY = {"lanes_per_register": " (the templates lay values out as {lo, hi} register pairs)"}
@@ -69,6 +70,7 @@ class TargetProfile:
     recirc_gbps: float | None = None        # a pipe's dedicated recirculation port
     pass_latency_ns: float | None = None    # one pass through a pipe
     packet_rate_kpps: float | None = None   # packets the whole switch processes per second (software switches)
+    packet_headroom_bytes: int | None = None    # bytes a packet may grow by in the pipeline (None: no limit)
     source: str = "builtin"
 
     @property

@@ -90,7 +90,10 @@ class _Ctx:
 
 def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
     hdr = sum(b for name, f in wire_headers(protocol) if name != "ethernet" for _, b in f) // 8
-    return (profile.mtu_bytes - hdr) * 8 // width
+    top = (profile.mtu_bytes - hdr) * 8 // width
+    if protocol == "omnireduce" and profile.packet_headroom_bytes is not None:
+        top = min(top, profile.packet_headroom_bytes * 8 // width)     # a result grows by the block
+    return top
 
 
 def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tuple[int, int, str, int, int]]:
