@@ -41,6 +41,7 @@ COUNTER_BITS = 32
 CHUNK_BITS = 32
 EXPONENT_BITS = 8
 FLOOD_GROUP_BASE = 0x8000           # flood group for ingress port p is FLOOD_GROUP_BASE + p
+PORTS = 512                         # 9-bit ports: one flood group each
 RECIRC_PORT = {"tna": 68, "t2na": 6, "v1model": 0}
 
 HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
@@ -84,6 +85,14 @@ class Layout:
     mode: str = "resident"                   # PassShape.mode
     pipes: int = 1                           # PassShape.pipes: pipes the passes run in
     failure: tuple[str, str] | None = None   # (limit name, explanation)
+
+
+def _flood_group_base(profile: TargetProfile) -> int:
+    """The first of the per-port flood groups: FLOOD_GROUP_BASE, or the top PORTS group ids below the
+    target's multicast group limit."""
+    if profile.multicast_group_limit is None:
+        return FLOOD_GROUP_BASE
+    return min(FLOOD_GROUP_BASE, profile.multicast_group_limit - PORTS)
 
 
 def _value_arrays_per_pass(profile: TargetProfile, variant: str) -> int | None:
@@ -493,7 +502,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "value_width": spec.value_width, "lanes": profile.lanes_per_register,
         "bitmap_words": words, "bitmap_word_bits": BITMAP_WORD_BITS, "slot_bits": SLOT_BITS,
         "udp_port_min": UDP_PORT_MIN, "udp_port_max": UDP_PORT_MAX, "exponent_bias": EXPONENT_BIAS,
-        "flood_group_base": FLOOD_GROUP_BASE, "recirc_port": RECIRC_PORT[profile.arch],
+        "flood_group_base": _flood_group_base(profile), "recirc_port": RECIRC_PORT[profile.arch],
         "msg_contribution": 0, "msg_result": 1,
         "op_codes": {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()},
         "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),

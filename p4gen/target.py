@@ -37,6 +37,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "max_passes": (1, 64, True),
     "mtu_bytes": (128, 65535, True),
     "packet_headroom_bytes": (0, 65535, False),
+    "multicast_group_limit": (1024, 65536, False),
 }
 # lanes_per_register: the templates lay values out as {lo, hi} register pairs, so 2 is the one value
 _WHY = {"lanes_per_register": " (the templates lay values out as {lo, hi} register pairs)"}
@@ -71,6 +72,7 @@ class TargetProfile:
     pass_latency_ns: float | None = None    # one pass through a pipe
     packet_rate_kpps: float | None = None   # packets the whole switch processes per second (software switches)
     packet_headroom_bytes: int | None = None    # bytes a packet may grow by in the pipeline (None: no limit)
+    multicast_group_limit: int | None = None    # multicast group ids usable are 1 .. limit - 1 (None: 16 bits)
     source: str = "builtin"
 
     @property
