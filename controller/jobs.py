@@ -116,7 +116,7 @@ class Controller:
                 pre = ent.packet_replication_engine_entry
                 if pre.WhichOneof("type") == "multicast_group_entry":
                     mgid, reps = e.decode_group(pre.multicast_group_entry)
-                    groups[mgid] = reps
+                    groups[mgid] = sorted(reps)          # a set of replicas: BMv2 reads them back reversed
         return SwitchState(jobs, rdst, l2, groups)
 
     def _flood_updates(self, ports: set[int], old_ports: set[int], groups) -> list[tuple[int, p4runtime_pb2.Entity,

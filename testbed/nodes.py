@@ -49,9 +49,11 @@ class _Marked:
         params["env"] = procs.marked_env(self.net_id, {k: v for k, v in env.items() if k != procs.MARK})
         return super()._popen(cmd, **params)
 
-    def _no_ipv6(self) -> None:
-        # IPv6 would put router solicitations and MLD reports on every link
+    def _own_namespace(self) -> None:
+        # IPv6 would put router solicitations and MLD reports on every link; the loopback is down in a
+        # new namespace (Mininet brings it up on hosts only), and BMv2's gRPC server listens on it
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+        self.cmd("ip link set lo up")
 
     def counters(self) -> dict[str, tuple[int, int, int, int]]:
         """Interface -> (rx packets, rx bytes, tx packets, tx bytes) in this node's namespace."""
@@ -67,7 +69,7 @@ class TestbedHost(_Marked, Host):
         if net_id:
             self.net_id = net_id
         super().__init__(name, **params)
-        self._no_ipv6()
+        self._own_namespace()
 
 
 class Leaf(_Marked, LinuxBridge):
@@ -89,7 +91,7 @@ class Leaf(_Marked, LinuxBridge):
             self.net_id = net_id
         params["inNamespace"] = True
         super().__init__(name, **params)
-        self._no_ipv6()
+        self._own_namespace()
 
     def pin(self, macs: dict[str, str]) -> None:
         """Static forwarding entries (MAC -> port interface): frames to a MAC the bridge has not yet
@@ -122,7 +124,7 @@ class P4Switch(_Marked, Switch):
         self.controlIntf = None
         params["inNamespace"] = True
         super().__init__(name, **params)
-        self._no_ipv6()
+        self._own_namespace()
 
     # -- to be provided by subclasses
     def argv(self) -> list[str]:
