@@ -190,8 +190,21 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
                                   "--json", str(tmp_path / "r.json"), "--cli"],
                          input="h1 ping -c 1 h2\nexit\n", capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
-    head, prompt, rest = out.stdout.partition("mininet> ")
+    head, prompt, _ = out.stdout.partition("mininet> ")
     assert head.splitlines()[-1].split()[:2] == ["switchml", "2"] and prompt
-    assert "1 packets transmitted, 1 received" in rest, out.stdout + out.stderr
+    assert "1 packets transmitted, 1 received" in out.stderr, out.stderr     # Mininet prints node output there
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]
+
+
+@pytest.mark.parametrize("name,lines", [("star_soft", [r"^SwitchML, 3 workers, 65536 float32: [0-9.]+ s, exact sums: True$"]),
+                                        ("two_jobs", [r"^job 0 \(2 workers\): [0-9.]+ s, exact sums: True$",
+                                                      r"^job 1 \(2 workers\): [0-9.]+ s, exact sums: True$"])])
+def test_example_scripts_run(clean, name, lines):
+    import re
+
+    out = subprocess.run([sys.executable, "-m", f"p4gen.testbed.examples.{name}"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    got = out.stdout.strip().splitlines()
+    assert len(got) == len(lines) and all(re.match(p, g) for p, g in zip(lines, got)), out.stdout
