@@ -2,6 +2,7 @@
 
     sudo /tmp/venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 5] [--png out.png]
     sudo /tmp/venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
+    sudo /tmp/venv/bin/python bench/testbed.py --workers '' --big '' --bmv2      # BMv2 against SoftSwitch
 
 For each worker count: SwitchML time through the software data plane and
 Gloo (torch.distributed, ring all-reduce) time on the same star topology,
@@ -16,7 +17,10 @@ speed-up, bytes each worker sent, the fraction of blocks some worker holds
 full-size result per block in SwitchML, and in OmniReduce one per held block
 plus one per stream for the discovery round, so the ideal speed-up is
 ``blocks / (union * blocks + streams)``; uplinks carry less (header-only
-frames for blocks the worker lacks).  Link rates are kept low because the Python
+frames for blocks the worker lacks).  With --bmv2: the testbed's BMv2 runs (3
+workers on 100 Mbit/s: SwitchML, with 5% loss, OmniReduce at density 0.3, a
+killed worker timed to its error) on BMv2 and on the software switch.  Every
+network is Mininet (``p4gen.testbed.net``).  Link rates are kept low because the Python
 data plane and emulators share two CPU cores: the point is to measure the
 protocols, not the interpreter.
 """
@@ -28,13 +32,17 @@ import json
 import sys
 from pathlib import Path
 
-from p4gen.wire import Layout
+import time
+
 from p4gen.plan import Plan
 from p4gen.testbed import harness
-from p4gen.testbed.cli import _plan_for, header, parse_size, row
+from p4gen.testbed.cli import header, parse_size, row
+from p4gen.testbed.errors import JobError
 from p4gen.testbed.net import Network
-from p4gen.testbed.nodes import SoftSwitch
+from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
+from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
+from p4gen.wire import Layout
 
 DENSITIES = (1.0, 0.5, 0.1, 0.05, 0.01)
 
@@ -51,12 +59,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--omni-size", default="8MiB")
     ap.add_argument("--omni-bw", type=float, default=10.0, help="Mbit/s per link for the sweep")
     ap.add_argument("--densities", default=",".join(map(str, DENSITIES)))
+    ap.add_argument("--bmv2", action="store_true",
+                    help="the testbed's BMv2 runs (3 workers: exact, 5%% loss, OmniReduce, killed worker) on BMv2 "
+                         "and on the software switch")
+    ap.add_argument("--bmv2-size", default="16384")
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
     ap.add_argument("--plans", default="/tmp/p4g-plans")
     a = ap.parse_args(argv)
     size = parse_size(a.size)
-    plan = _plan_for("switchml", 32, Path(a.plans))
+    plan = build_plan("switchml", 32, a.plans)
     rows, summary = [], []
     print(header())
     for n in [int(x) for x in a.workers.split(",") if x]:
@@ -78,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     if a.omnireduce:
         omni, orows = sweep(a)
         rows += orows
+    versus = []
+    if a.bmv2:
+        versus, vrows = bmv2_versus_soft(a)
+        rows += vrows
     if summary:
         print()
         print(" n  switchml s  gloo s  ratio  ideal  SwitchML %bound")
@@ -89,8 +105,13 @@ def main(argv: list[str] | None = None) -> int:
         print(OMNI_HEAD)
         for o in omni:
             print(omni_line(o))
-    Path(a.json).write_text(json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni},
-                                       indent=2) + "\n")
+    if versus:
+        print()
+        print(VERSUS_HEAD)
+        for v in versus:
+            print(versus_line(v))
+    Path(a.json).write_text(json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni,
+                                        "bmv2_vs_soft": versus}, indent=2) + "\n")
     try:
         import matplotlib
 
@@ -137,8 +158,8 @@ def sweep(a) -> tuple[list[dict], list]:
     """OmniReduce vs dense SwitchML on the same tensors and links, per worker count and density."""
     size = parse_size(a.omni_size)
     densities = [float(x) for x in a.densities.split(",")]
-    splan = _plan_for("switchml", 32, Path(a.plans))
-    oplan = _plan_for("omnireduce", 32, Path(a.plans))
+    splan = build_plan("switchml", 32, a.plans)
+    oplan = build_plan("omnireduce", 32, a.plans)
     out, rows = [], []
     for n in [int(x) for x in a.omni_workers.split(",")]:
         for d in densities:
@@ -161,6 +182,57 @@ def sweep(a) -> tuple[list[dict], list]:
                  "omni_pct_of_bound": om.pct_of_bound, "switchml_pct_of_bound": sml.pct_of_bound}
             print(omni_line(o), flush=True)
             out.append(o)
+    return out, rows
+
+
+VERSUS_RUNS = (("SwitchML", "switchml", {}), ("SwitchML, 5% loss", "switchml", {"loss": 0.05, "seed": 1}),
+               ("OmniReduce d=0.3", "omnireduce", {"density": 0.3}), ("killed worker", "switchml", {"fault": "kill-worker"}))
+VERSUS_HEAD = "run                 soft s   bmv2 s   bmv2/soft  exact (soft, bmv2)"
+
+
+def versus_line(v: dict) -> str:
+    ex = ", ".join("-" if e is None else ("yes" if e else "NO") for e in (v["soft_exact"], v["bmv2_exact"]))
+    return f"{v['run']:<18}  {v['soft_s']:>6.2f}  {v['bmv2_s']:>7.2f}  {v['bmv2_s'] / v['soft_s']:>10.1f}  {ex}"
+
+
+def _timed(net, size: int, protocol: str, opts: dict):
+    """(seconds, RunResult or None): a killed worker is timed to its clear error (stall timeout 2 s)."""
+    opts = dict(opts)
+    loss = opts.pop("loss", 0.0)
+    net.set_loss(loss)
+    try:
+        if opts.get("fault") == "kill-worker":
+            t0 = time.monotonic()
+            try:
+                harness.run_switchml(net, size=size, protocol=protocol, stall_timeout=2.0, **opts)
+            except JobError:
+                return time.monotonic() - t0, None
+            raise SystemExit("the killed-worker run finished: no fault was injected")
+        r = harness.run_switchml(net, size=size, protocol=protocol, **opts)
+        return r.time, r
+    finally:
+        net.set_loss(0.0)
+
+
+def bmv2_versus_soft(a) -> tuple[list[dict], list]:
+    """The same 3-worker runs on BMv2 and on the software switch, each on a fresh 100 Mbit/s star."""
+    why = BMv2Switch.missing()
+    if why:
+        raise SystemExit(f"--bmv2: {why}")
+    size = parse_size(a.bmv2_size)
+    out, rows = [], []
+    for name, protocol, opts in VERSUS_RUNS:
+        v = {"run": name, "size": size}
+        for kind, cls in (("soft", SoftSwitch), ("bmv2", BMv2Switch)):
+            plan = build_plan(protocol, 32, a.plans, compile_p4=cls is BMv2Switch)
+            with Network(star(3, 100), switch=cls, plan_dir=plan) as net:
+                t, r = _timed(net, size, protocol, opts)
+            v[f"{kind}_s"], v[f"{kind}_exact"] = t, (None if r is None else r.exact and r.correct)
+            if r is not None:
+                print(row(r), flush=True)
+                rows.append(r)
+        print(versus_line(v), flush=True)
+        out.append(v)
     return out, rows
 
 
