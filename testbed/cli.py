@@ -282,4 +282,7 @@ def register(subparsers) -> argparse.ArgumentParser:
                                        "and remove its work directories")
     c.add_argument("--network", metavar="ID", help="only this network's leftovers (its id, e.g. p4g1a2b)")
     c.set_defaults(func=_cmd_cleanup)
+    from .train import register as register_train
+
+    register_train(sub)
     return p

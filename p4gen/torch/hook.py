@@ -28,6 +28,7 @@ and not ``optimizer.step()``.
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ class Hook:
         self._flagged: set[int] = set()
         self.skipped_steps = 0
         self.skipped_buckets = 0
+        self.optimizer_s = 0.0          # per-bucket updates: time in the functional optimiser
 
     # -- flags -------------------------------------------------------------------
     @property
@@ -116,8 +118,10 @@ class Hook:
             with self._lock:
                 self.skipped_buckets += 1
             return buf
+        t0 = time.perf_counter()
         for p, g in zip(bucket.parameters(), bucket.gradients()):
             self.functional_optim.step_param(p, g)
+        self.optimizer_s += time.perf_counter() - t0
         return buf
 
 

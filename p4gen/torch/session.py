@@ -90,6 +90,7 @@ class SessionStats:
     retransmitted: int = 0
     flagged: int = 0
     busy_s: float = 0.0            # time the network thread spent all-reducing
+    wait_s: float = 0.0            # ... of which waiting for packets (the rest: codec, frames, syscalls)
     blocks: int = 0                # packet-sized blocks of the arrays sent
     nonzero_blocks: int = 0        # ... of which this worker held a non-zero value
 
@@ -255,8 +256,10 @@ class Session:
         while not w.done:
             dl = w.next_deadline()
             wait = 0.05 if dl is None else min(0.05, max(0.0, dl - now))
+            t = time.monotonic()
             ready, _, _ = select.select([fd], [], [], wait)
             now = time.monotonic()
+            self.stats.wait_s += now - t
             if ready:
                 for _ in range(1024):
                     try:

@@ -112,6 +112,8 @@ def parse(argv):
     ap.add_argument("--lr", type=float, help="default: 0.1 for mlp, 0.2 for embbag")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands (switch only)")
+    ap.add_argument("--bucket-mb", type=float, help="DDP's bucket size in MiB (default DDP's 25; smaller "
+                                                    "gives several buckets a step)")
     ap.add_argument("--stall-timeout", type=float, default=10.0)
     ap.add_argument("--out", help="write the run record (rank 0) here")
     a = ap.parse_args(argv)
@@ -120,8 +122,8 @@ def parse(argv):
     if a.per_bucket and a.protocol == "gloo":
         ap.error("--per-bucket is for the switch protocols")
     a.lr = LR[a.model] if a.lr is None else a.lr
-    if a.epochs < 1 or a.batch < 1 or not a.lr > 0:
-        ap.error("--epochs and --batch must be >= 1 and --lr > 0")
+    if a.epochs < 1 or a.batch < 1 or not a.lr > 0 or (a.bucket_mb is not None and not a.bucket_mb > 0):
+        ap.error("--epochs and --batch must be >= 1, --lr and --bucket-mb > 0")
     return a
 
 
@@ -136,7 +138,11 @@ def train(a) -> dict:
     xtr, ytr, xte, yte = digits(a.seed)
     torch.manual_seed(a.seed)
     net = make_model(a.model)
-    ddp = torch.nn.parallel.DistributedDataParallel(net)
+    if a.bucket_mb is None:
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+    else:   # DDP would merge small buckets when it rebuilds them after the first step; it does not
+        # rebuild with find_unused_parameters
+        ddp = torch.nn.parallel.DistributedDataParallel(net, bucket_cap_mb=a.bucket_mb, find_unused_parameters=True)
     hook = None
     opt_args = {"lr": a.lr, "momentum": 0.9}
     if a.protocol != "gloo":
@@ -148,8 +154,9 @@ def train(a) -> dict:
     opt = None if a.per_bucket else torch.optim.SGD(ddp.parameters(), **opt_args)
     sampler = DistributedSampler(range(len(ytr)), num_replicas=world, rank=rank, shuffle=True, seed=a.seed)
     rec = {"protocol": a.protocol, "model": a.model, "workers": world, "epochs": a.epochs, "batch": a.batch,
+           "bucket_mb": a.bucket_mb,
            "lr": a.lr, "per_bucket": a.per_bucket, "step_loss": [], "epoch_loss": [], "test_acc": [],
-           "step_time": []}
+           "step_time": [], "optimizer_time": []}
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         idx = np.fromiter(sampler, dtype=np.int64)
@@ -159,11 +166,14 @@ def train(a) -> dict:
             ddp.zero_grad(set_to_none=False)
             loss = torch.nn.functional.cross_entropy(ddp(_inputs(a.model, xtr[b])), torch.from_numpy(ytr[b]))
             loss.backward()
+            t1 = time.perf_counter()
             if opt is not None:
                 hook.step(opt) if hook is not None else opt.step()
             elif hook is not None:
                 hook.end_iteration()
-            rec["step_time"].append(time.perf_counter() - t0)
+            t2 = time.perf_counter()
+            rec["step_time"].append(t2 - t0)
+            rec["optimizer_time"].append(t2 - t1)
             rec["step_loss"].append(float(loss.detach()))
         tl, _ = evaluate(net, a.model, xtr, ytr)
         _, acc = evaluate(net, a.model, xte, yte)
@@ -172,8 +182,9 @@ def train(a) -> dict:
     if hook is not None:
         st = hook.session.stats
         rec["hook"] = {"arrays": st.arrays, "packets": st.packets, "retransmitted": st.retransmitted,
-                       "flagged": st.flagged, "network_s": st.busy_s, "skipped_steps": hook.skipped_steps,
-                       "skipped_buckets": hook.skipped_buckets, "blocks": st.blocks,
+                       "flagged": st.flagged, "busy_s": st.busy_s, "wait_s": st.wait_s, "skipped_steps": hook.skipped_steps,
+                       "skipped_buckets": hook.skipped_buckets, "bucket_optimizer_s": hook.optimizer_s,
+                       "blocks": st.blocks,
                        "nonzero_blocks": st.nonzero_blocks,
                        "block_density": st.nonzero_blocks / st.blocks if st.blocks else None}
         hook.close()

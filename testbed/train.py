@@ -1,0 +1,182 @@
+"""Training on the testbed: one ``torchrun`` per Mininet host, gradients through the switch or Gloo.
+
+:func:`run_train` starts ``python -m torch.distributed.run --nnodes N
+--node-rank i --nproc-per-node 1 -m p4gen.torch.train ...`` on host i (rank
+0's host is the rendezvous master), waits for every one of them and returns
+rank 0's run record (``p4gen.torch.train``).  For SwitchML and OmniReduce
+the switch is programmed with the job first, and the job file the hook
+reads is written from the same :class:`JobSpec`, so the workers table and
+the hook agree on every address.  Gloo runs on the same links, its traffic
+forwarded by the same switch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from .errors import JobError, TestbedError
+from .net import Network
+from .program import JobSpec
+from .topo import SWITCH_IP, SWITCH_MAC
+
+PROTOCOLS = ("switchml", "omnireduce", "gloo")
+
+
+def job_toml(spec: JobSpec) -> str:
+    """The controller job file (``p4gen.controller.jobfile``) of ``spec``."""
+    lines = [f"job = {spec.job}", f"mgid = {spec.mgid}", f"slot_base = {spec.slot_base}",
+             f"slot_count = {spec.slot_count}", f'switch_mac = "{SWITCH_MAC}"', ""]
+    for w in spec.workers:
+        lines += ["[[workers]]", f"id = {w.id}", f"port = {w.port}", f'mac = "{w.mac}"', f'ip = "{w.ip}"',
+                  f"udp_port = {w.udp_port}", ""]
+    return "\n".join(lines)
+
+
+def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 1, per_bucket: bool = False,
+              batch: int = 16, seed: int = 0, slot_count: int = 32, port: int = 29500, bucket_mb: float | None = None,
+              timeout: float = 1200.0, stall_timeout: float = 20.0) -> dict:
+    """Train on every host of ``net``; rank 0's record, with the wall time of the whole run added."""
+    if protocol not in PROTOCOLS:
+        raise TestbedError(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
+    if protocol != "gloo":
+        built = json.loads((net.plan_dir / "plan.json").read_text())["protocol"]
+        if built != protocol:
+            raise TestbedError(f"--protocol {protocol}: the switch's build is for {built}")
+    topo = net.topo
+    n = len(topo.hosts)
+    spec = net.job_spec(slot_count=slot_count)
+    net.program(spec)                 # the job; for Gloo the same switch forwards its TCP traffic
+    job_file = net.workdir / f"train-job-{protocol}.toml"
+    job_file.write_text(job_toml(spec))
+    out = net.workdir / f"train-{protocol}-{model}.json"
+    master = topo.hosts[0]
+    args = ["-m", "p4gen.torch.train", "--protocol", protocol, "--model", model, "--epochs", str(epochs),
+            "--batch", str(batch), "--seed", str(seed), "--out", str(out), "--stall-timeout", str(stall_timeout)]
+    if protocol != "gloo":
+        args += ["--plan", str(net.plan_dir), "--job", str(job_file), "--switch", SWITCH_IP]
+    if per_bucket:
+        args.append("--per-bucket")
+    if bucket_mb is not None:
+        args += ["--bucket-mb", str(bucket_mb)]
+    procs = []
+    t0 = time.monotonic()
+    for r, h in enumerate(topo.hosts):
+        argv = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={n}", f"--node-rank={r}",
+                "--nproc-per-node=1", f"--master-addr={master.ip}", f"--master-port={port}"] + args
+        env = {"GLOO_SOCKET_IFNAME": h.intf, "OMP_NUM_THREADS": "1"}
+        procs.append(net.spawn(h.name, argv, f"train-{protocol}-{r}.log", env=env))
+    deadline = t0 + timeout
+    for r, p in enumerate(procs):
+        while p.alive():
+            if time.monotonic() > deadline:
+                raise JobError(f"training ({protocol}) did not finish within {timeout:g} s; "
+                               f"see {net.workdir}/train-{protocol}-{r}.log")
+            time.sleep(0.2)
+        if p.popen.returncode != 0:
+            raise JobError(f"torchrun on {topo.hosts[r].name} ({protocol}) exited with {p.popen.returncode}: "
+                           f"{p.tail(1).strip()}; see {net.workdir}/train-{protocol}-{r}.log")
+    rec = json.loads(out.read_text())
+    rec["wall_s"] = time.monotonic() - t0
+    rec["mbit"] = min(ln.mbit for ln in topo.links)
+    return rec
+
+
+# -- p4gen testbed train -------------------------------------------------------------------------
+def _protocols(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in PROTOCOLS]
+    if not names or bad or len(set(names)) != len(names):
+        raise TestbedError(f"--protocol {text!r} must list some of {', '.join(PROTOCOLS)} once each, "
+                           "separated by commas")
+    return names
+
+
+def _cmd_train(args) -> int:
+    from p4gen.torch.parity import compare
+    from p4gen.torch.train import digits
+
+    from .cli import _check_common, _network, _unwind_on_sigterm
+
+    _check_common(args)
+    protocols = _protocols(args.protocol)
+    if args.epochs < 1:
+        raise TestbedError(f"--epochs {args.epochs} must be at least 1")
+    records: dict[str, dict] = {}
+
+    def runs():
+        for proto in protocols:
+            with _network(args, "switchml" if proto == "gloo" else proto) as net:
+                if args.loss:
+                    print(net.set_loss(args.loss), flush=True)
+                rec = run_train(net, protocol=proto, model=args.model, epochs=args.epochs,
+                                per_bucket=args.per_bucket and proto != "gloo", seed=args.seed,
+                                timeout=args.timeout)
+            records[proto] = rec
+            hook = rec.get("hook") or {}
+            dens = hook.get("block_density")
+            steps = len(rec["step_time"])
+            print(f"{proto:<10} {args.model:<6} n={rec['workers']} {rec['mbit']:g} Mbit/s  {steps} steps  "
+                  f"step {1e3 * sum(rec['step_time']) / steps:.1f} ms  final loss {rec['epoch_loss'][-1]:.4f}  "
+                  f"test accuracy {rec['test_acc'][-1]:.4f}"
+                  + (f"  block density {dens:.3f}" if dens is not None else ""), flush=True)
+    _unwind_on_sigterm(runs)
+    ok = True
+    if "gloo" in records:
+        test_samples = len(digits(args.seed)[3])
+        for proto in (p for p in protocols if p != "gloo"):
+            par = compare(records[proto], records["gloo"], test_samples)
+            print(par.line(f"{proto} against gloo"))
+            records[proto]["parity"] = par.__dict__
+            ok &= par.ok
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1) + "\n")
+    if args.png:
+        plot(records, args.png)
+    return 0 if ok else 1
+
+
+def plot(records: dict[str, dict], path: str) -> None:
+    """Loss per step and test accuracy per epoch of each run, one PNG."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise TestbedError("--png needs matplotlib (the bench extra)") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for proto, rec in records.items():
+        a.plot(rec["step_loss"], label=proto, linestyle={"gloo": "-", "switchml": "--"}.get(proto, ":"))
+        b.plot(range(1, len(rec["test_acc"]) + 1), rec["test_acc"], marker="o", label=proto)
+    a.set_xlabel("step")
+    a.set_ylabel("training loss (rank 0's batch)")
+    b.set_xlabel("epoch")
+    b.set_ylabel("test accuracy")
+    any_rec = next(iter(records.values()))
+    fig.suptitle(f"digits, {any_rec['model']}, {any_rec['workers']} workers, {any_rec['mbit']:g} Mbit/s links")
+    for ax in (a, b):
+        ax.legend()
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def register(sub) -> None:
+    """``p4gen testbed train``: on the subparsers of ``p4gen testbed``."""
+    from .cli import _network_options
+
+    t = sub.add_parser("train", help="train on the digits with torchrun on every host, gradients through the "
+                                     "switch or Gloo; compare with Gloo")
+    t.add_argument("--protocol", default="switchml", help="switchml, omnireduce, gloo, or several: gloo,switchml")
+    _network_options(t)
+    t.add_argument("--model", choices=("mlp", "embbag"), default="mlp")
+    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--timeout", type=float, default=1800.0, help="seconds for each training run")
+    t.add_argument("--json", metavar="PATH", help="write the run records (and the parity verdicts) as JSON")
+    t.add_argument("--png", metavar="PATH", help="plot the loss and accuracy curves (needs matplotlib)")
+    t.set_defaults(func=_cmd_train)
