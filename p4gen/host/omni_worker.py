@@ -90,12 +90,13 @@ class OmniWorker(Worker):
     def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str | None = None, tsi_base: int = 0,
                  timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0,
-                 threshold: float = 0.0, flag: bool = False, copies=None):
+                 threshold: float = 0.0, flag: bool = False, copies=None, rtt=None):
         x = np.asarray(tensor)
         if mode is None:
             mode = "int" if np.issubdtype(x.dtype, np.integer) else "float"
         super().__init__(layout, x, job=job, window=window, n_workers=n_workers, src=src, dst=dst, mode=mode,
-                         tsi_base=tsi_base, timeout=timeout, backoff=backoff, max_timeout=max_timeout, flag=flag)
+                         tsi_base=tsi_base, timeout=timeout, backoff=backoff, max_timeout=max_timeout, flag=flag,
+                         rtt=rtt)
         copies = [0] * self.window if copies is None else [int(c) for c in copies]
         if len(copies) != self.window or any(c not in (0, 1) for c in copies):
             raise WorkerError(f"copies must give the first copy (0 or 1) of each of the {self.window} slots")
@@ -179,9 +180,10 @@ class OmniWorker(Worker):
         s = self._slots[j]
         s.t = self._round[j]
         s.frame = self._frame_for(j)
-        s.timeout = self.timeout0
+        s.timeout = self._rto()
         s.deadline = now + s.timeout
         s.sends = 1
+        s.sent = now
         self.stats.sent += 1
         self.stats.extra["rounds"] += 1
         self.rounds_per_stream[j] += 1
@@ -230,6 +232,7 @@ class OmniWorker(Worker):
             raise OmniProtocolError(f"slot {j}: the switch's next block {'none' if m == NONE else m} is beyond "
                                     f"this worker's next non-zero block {mine}; that block would be skipped")
         self.stats.accepted += 1
+        self._sample(s, now)
         S = self.streams
         if b < 0:
             if self.mode == "float":

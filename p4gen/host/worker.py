@@ -23,7 +23,10 @@ Protocol (SwitchML, NSDI'21):
   out, on the flipped copy;
 * every outstanding index has a timer; on expiry the same frame is sent
   again and the timeout doubles (``backoff``) up to ``max_timeout``.  Any
-  accepted result on the slot resets the slot's timeout.
+  accepted result on the slot resets the slot's timeout: to ``timeout``,
+  or, given an :class:`RttEstimator` (``rtt=``), to the timeout it estimates
+  from the round trips measured so far, so that a queue on a slow link does
+  not fire timers for packets that are only delayed.
 
 Exponent negotiation (float tensors).  The switch keeps the maximum of the
 exponents it sees per slot copy and writes it into the result.  Index ``t``
@@ -66,6 +69,36 @@ class _Slot:
     deadline: float = 0.0
     timeout: float = 0.0
     sends: int = 0
+    sent: float = 0.0           # when the outstanding packet was first sent
+
+
+@dataclass
+class RttEstimator:
+    """Round-trip time and retransmission timeout, as TCP estimates them (RFC 6298).
+
+    ``update`` takes one sample: the time from a packet's first send to its
+    result, only for packets sent once (Karn's rule: the result of a
+    retransmitted packet cannot be matched to one send).  A round trip here
+    includes waiting for the slowest worker of the job.  One estimator may
+    serve a worker's successive all-reduces on the same slots.
+    """
+
+    srtt: float | None = None
+    rttvar: float = 0.0
+    samples: int = 0
+
+    def update(self, r: float) -> None:
+        if self.srtt is None:
+            self.srtt, self.rttvar = r, r / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - r)
+            self.srtt = 0.875 * self.srtt + 0.125 * r
+        self.samples += 1
+
+    def rto(self, floor: float, cap: float) -> float:
+        if self.srtt is None:
+            return floor
+        return min(cap, max(floor, self.srtt + 4 * self.rttvar))
 
 
 @dataclass
@@ -81,7 +114,8 @@ class WorkerStats:
 class Worker:
     def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str = "float", tsi_base: int = 0,
-                 timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0, flag: bool = False):
+                 timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0, flag: bool = False,
+                 rtt: RttEstimator | None = None):
         if mode not in ("float", "int"):
             raise WorkerError(f"mode={mode!r} must be 'float' or 'int'")
         if flag and mode != "float":
@@ -104,6 +138,7 @@ class Worker:
         self.src, self.dst = src, dst
         self.tsi_base = int(tsi_base)
         self.timeout0, self.backoff, self.max_timeout = float(timeout), float(backoff), float(max_timeout)
+        self.rtt = rtt
         x = np.asarray(tensor)
         if x.size == 0:
             raise WorkerError("cannot all-reduce an empty tensor")
@@ -173,11 +208,21 @@ class Worker:
         s.t = t
         s.frame = self._frame(t)
         if reset or s.timeout == 0:
-            s.timeout = self.timeout0
+            s.timeout = self._rto()
         s.deadline = now + s.timeout
         s.sends = 1
+        s.sent = now
         self.stats.sent += 1
         return s.frame
+
+    def _rto(self) -> float:
+        """The first timeout of a new packet: ``timeout``, or with ``rtt`` the estimated one (within
+        ``timeout .. max_timeout``)."""
+        return self.timeout0 if self.rtt is None else self.rtt.rto(self.timeout0, self.max_timeout)
+
+    def _sample(self, s: _Slot, now: float) -> None:
+        if self.rtt is not None and s.sends == 1:
+            self.rtt.update(now - s.sent)
 
     def _next_on_slot(self, j: int, after: int) -> int:
         t = after + self.window
@@ -231,6 +276,7 @@ class Worker:
             return []
         self._accept(t, r)
         self.stats.accepted += 1
+        self._sample(s, now)
         nxt = self._next_on_slot(j, t)
         if nxt < 0:
             s.t = -1

@@ -42,6 +42,7 @@ from ..errors import P4genError
 from ..host.fastworker import FastWorker
 from ..host.omni_worker import OmniWorker
 from ..host.packet import Endpoint, datagram_prefix
+from ..host.worker import RttEstimator
 from ..plan import Plan
 from ..wire import Layout, ip as ip_int
 
@@ -147,6 +148,7 @@ class Session:
             raise TorchHookError(f"rank {m.rank}: cannot bind {m.ip}:{m.udp_port}: {exc.strerror or exc}") from None
         self.sock.setblocking(False)
         self.stats = SessionStats()
+        self.rtt = RttEstimator()           # the job's round trips, carried from bucket to bucket
         self._tsi_base, self._copies = position if position is not None else (0, [0] * m.window)
         if len(self._copies) != m.window:
             raise TorchHookError(f"position has {len(self._copies)} slot copies; the session has {m.window} slots")
@@ -218,7 +220,7 @@ class Session:
             x = np.zeros_like(x)
         kw = dict(job=m.job, window=m.window, n_workers=m.world_size, src=self._src, dst=self._dst,
                   tsi_base=self._tsi_base, timeout=self.timeout, backoff=2.0, max_timeout=self.max_timeout,
-                  flag=flag)
+                  flag=flag, rtt=self.rtt)
         if self.protocol == "omnireduce":
             w = OmniWorker(self.layout, x, mode="float", copies=self._copies, **kw)
         else:
