@@ -196,6 +196,18 @@ class Layout:
             return v if s.shift is None else (v >> s.shift) & s.mask
         return v if s.shift is None else (v >> s.shift) & s.mask
 
+    def getter(self, name: str):
+        """f(unpacked_units) -> the value of one field, resolved once."""
+        s = self.slot(name)
+        i, sh, m, raw = s.index, s.shift, s.mask, s.raw
+
+        def get(u):
+            v = u[i]
+            if raw:
+                v = int.from_bytes(v, "big")
+            return v if sh is None else (v >> sh) & m
+        return get
+
     def setter(self, name: str):
         """f(list_of_units, value) that writes one field into an unpacked list."""
         s = self.slot(name)

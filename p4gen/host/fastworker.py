@@ -52,7 +52,7 @@ class FastWorker(Worker):
         self._set_tsi = L.setter("agg.tsi")
         self._set_pool = L.setter("agg.pool_index")
         self._set_exp = L.setter("agg.exponent")
-        self._get = {n: self._getter(n) for n in ("agg.msg_type", "agg.job", "agg.tsi", "agg.pool_index",
+        self._get = {n: self.layout.getter(n) for n in ("agg.msg_type", "agg.job", "agg.tsi", "agg.pool_index",
                                                    "agg.exponent", "ethernet.ether_type")}
         w = self.value_width
         self._signed = np.dtype(">i4" if w == 32 else ">i2")
@@ -60,17 +60,6 @@ class FastWorker(Worker):
         self._scales: dict[int, float] = {}
         self._msg_result = int(L.params["msg_result"])
         self._tail = L.frame_len - L.values_offset - self.k * (w // 8)
-
-    def _getter(self, name: str):
-        s = self.layout.slot(name)
-        i, sh, m, raw = s.index, s.shift, s.mask, s.raw
-
-        def get(u):
-            v = u[i]
-            if raw:
-                v = int.from_bytes(v, "big")
-            return v if sh is None else (v >> sh) & m
-        return get
 
     def _scale(self, e: int) -> float:
         s = self._scales.get(e)

@@ -67,20 +67,9 @@ class OmniFrames:
                                                                      b"\0" * self.payload_bytes)))
                        for flag in (0, FLAG_DATA)}
         self._set = [L.setter(f"agg.{n}") for n in ("tsi", "pool_index", "exponent", "next")]
-        self._get = {n: self._getter(n) for n in ("ethernet.ether_type", "ipv4.protocol", "agg.msg_type",
+        self._get = {n: self.layout.getter(n) for n in ("ethernet.ether_type", "ipv4.protocol", "agg.msg_type",
                                                    "agg.flags", "agg.job", "agg.tsi", "agg.pool_index",
                                                    "agg.exponent", "agg.next")}
-
-    def _getter(self, name: str):
-        s = self.layout.slot(name)
-        i, sh, m, raw = s.index, s.shift, s.mask, s.raw
-
-        def get(u):
-            v = u[i]
-            if raw:
-                v = int.from_bytes(v, "big")
-            return v if sh is None else (v >> sh) & m
-        return get
 
     # -- contributions ------------------------------------------------------
     def reference(self, tsi: int, pool_index: int, exponent: int, nxt: int, data: bool,
