@@ -77,11 +77,19 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
             time.sleep(0.2)
         if p.popen.returncode != 0:
             raise JobError(f"torchrun on {topo.hosts[r].name} ({protocol}) exited with {p.popen.returncode}: "
-                           f"{p.tail(1).strip()}; see {net.workdir}/train-{protocol}-{r}.log")
+                           f"{_reason(p)}; see {net.workdir}/train-{protocol}-{r}.log")
     rec = json.loads(out.read_text())
     rec["wall_s"] = time.monotonic() - t0
     rec["mbit"] = min(ln.mbit for ln in topo.links)
     return rec
+
+
+def _reason(proc) -> str:
+    """The training script's own one-line error (``p4gen.torch.train: rank R: ...``) from a log that
+    torchrun ends with its own banner; else the log's last line."""
+    lines = proc.tail(400).split(" | ")
+    own = [ln.strip() for ln in lines if ln.startswith("p4gen.torch.train: ")]
+    return own[-1] if own else lines[-1].strip()
 
 
 # -- p4gen testbed train -------------------------------------------------------------------------

@@ -202,3 +202,16 @@ def test_table_row_lines_up_with_header():
                   65600, 3, 4.4e6, 2.4e-7, 5e-7, True, True)
     assert len(cli.row(r)) == len(cli.header())
     assert cli.row(r).rstrip().endswith("yes")
+
+
+def test_a_failed_training_run_reports_the_scripts_own_error_not_torchruns_banner(tmp_path):
+    from p4gen.testbed.procs import Proc
+    from p4gen.testbed.train import _reason
+
+    log = tmp_path / "train-gloo-0.log"
+    log.write_text("Traceback (most recent call last):\n  ...\nModuleNotFoundError: No module named 'sklearn'\n"
+                   "p4gen.torch.train: rank 0: No module named 'sklearn'\n"
+                   "E1201 failed (exitcode: 1)\n" + "=" * 60 + "\nRoot Cause (first observed failure):\n" + "=" * 60 + "\n")
+    assert _reason(Proc("h1", None, log)) == "p4gen.torch.train: rank 0: No module named 'sklearn'"
+    log.write_text("Killed\n")
+    assert _reason(Proc("h1", None, log)) == "Killed"
