@@ -39,16 +39,14 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 
+import afpacket as afp
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
@@ -57,6 +55,9 @@ from p4gen.spec import make_spec
 from p4gen.target import load_target
 
 GOAL_PPS = 200_000
+TODAY_LIVE = 60_619       # contributions/s with the senders running, per-frame data plane (docs/benchmarks.md)
+DRAIN_FRAMES = 20_000     # frames per worker for the drain run (they must fit the stopped data plane's buffers)
+RING_MB_BENCH = 32        # receive ring per data plane port in the bench: room for the drain run
 REPEATS = 3               # each in-process figure is the fastest of this many runs (the machine is shared)
 SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 
@@ -146,90 +147,6 @@ def bench_inprocess(quick: bool) -> None:
 
 
 # -- AF_PACKET -----------------------------------------------------------------------
-RAW_SEND = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((sys.argv[1], 0))
-r = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); r.bind((sys.argv[2], 0))
-r.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 24); r.settimeout(0.5)
-frame = bytes.fromhex("02000000000202000000000188b5") + bytes(int(sys.argv[4]) - 14)
-n = int(sys.argv[3]); got = 0
-t = time.perf_counter()
-for i in range(n):
-    s.send(frame)
-    if i % 32 == 31:
-        while True:
-            try:
-                r.setblocking(False); d, a = r.recvfrom(65536)
-            except BlockingIOError:
-                break
-            if a[2] != 4: got += 1
-r.setblocking(True)
-try:
-    while got < n:
-        d, a = r.recvfrom(65536)
-        if a[2] != 4: got += 1
-except OSError:
-    pass
-print(n, got, time.perf_counter() - t)
-"""
-
-WORKER_SEND = r"""
-import socket, sys, time
-ifname, path, flen, rate, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-data = open(path, "rb").read()
-frames = [data[i:i + flen] for i in range(0, len(data), flen)]
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-try:
-    s.setsockopt(263, 23, 1)                # PACKET_IGNORE_OUTGOING: count only the results coming back
-except OSError:
-    pass
-s.setsockopt(socket.SOL_SOCKET, 33, 1 << 26)
-s.bind((ifname, 3)); s.setblocking(False)
-send, recv = s.send, s.recv
-got = err = 0
-def drain():
-    global got
-    try:
-        while True:
-            recv(65536); got += 1
-    except BlockingIOError:
-        pass
-while time.time() < start:
-    time.sleep(0.0005)
-t0 = time.perf_counter(); n = len(frames); k = 0
-while k < n:
-    due = n if rate <= 0 else min(n, int((time.perf_counter() - t0) * rate) + 1)
-    while k < due:
-        try:
-            send(frames[k])
-        except BlockingIOError:
-            time.sleep(0.0002); continue
-        except OSError:
-            err += 1
-        k += 1
-        if k % 64 == 0:
-            drain()
-    drain()
-    if k < n:
-        time.sleep(0.0005)
-dt = time.perf_counter() - t0
-if len(sys.argv) > 6:                       # tell the bench that every frame is out
-    open(sys.argv[6], "w").close()
-last = time.monotonic()
-while time.monotonic() - last < 1.0:        # results until none came for 1 s
-    before = got
-    drain()
-    if got > before:
-        last = time.monotonic()
-    time.sleep(0.01)
-print(n, err, dt, got)
-"""
-
-
-def _sh(*a, check=True):
-    return subprocess.run(a, check=check, capture_output=True, text=True)
-
-
 def _worker_frames(plan, n_workers: int, chunks: int, slots: int) -> list[bytes]:
     """One blob per worker: its contribution for every chunk, in chunk order (fixed frame length)."""
     blobs = [[] for _ in range(n_workers)]
@@ -238,155 +155,123 @@ def _worker_frames(plan, n_workers: int, chunks: int, slots: int) -> list[bytes]
     return [b"".join(b) for b in blobs]
 
 
-def _dp_run(ns: str, tmp: Path, size: int, blobs: list[bytes], rate: float) -> dict:
-    """Start the data plane, let one sender process per worker send its frames at ``rate`` frames/s
-    (0: as fast as it can), and return the rate and the counters.
-
-    ``rate < 0``: the data plane is stopped (SIGSTOP) while the senders fill its socket buffers as fast
-    as they can, then continued; the rate is then its own, with no sender competing for the CPU."""
-    drain = rate < 0
-    stats = tmp / "stats.json"
-    stats.unlink(missing_ok=True)
-    for w, blob in enumerate(blobs):
-        (tmp / f"w{w}.bin").write_bytes(blob)
-    dp = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m", "p4gen.switch.dataplane",
-                           "--plan", str(tmp), "--config", str(tmp / "cfg.json"), "--stats", str(stats),
-                           "--stats-interval", "0.02"] + [a for w in range(len(blobs))
-                                                          for a in ("--port", f"{w + 1}=s{w}")],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    senders = []
-    try:
-        for _ in range(200):
-            if stats.exists() or dp.poll() is not None:
-                break
-            time.sleep(0.05)
-        start = time.time() + 0.5
-        marks = [tmp / f"sent{w}" for w in range(len(blobs))]
-        for m in marks:
-            m.unlink(missing_ok=True)
-        if drain:
-            dp.send_signal(signal.SIGSTOP)        # `ip netns exec` execs python: this is the data plane
-        senders = [subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c", WORKER_SEND, f"w{w}",
-                                     str(tmp / f"w{w}.bin"), str(size), str(max(rate, 0.0)), str(start),
-                                     str(marks[w])],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for w in range(len(blobs))]
-        t_cont = None
-        if drain:
-            while not all(m.exists() for m in marks) and any(p.poll() is None for p in senders):
-                time.sleep(0.01)
-            t_cont = time.time()
-            dp.send_signal(signal.SIGCONT)
-        samples = []                     # (data plane's clock, contributions processed)
-        s = None
-        while True:
-            time.sleep(0.02)
-            try:
-                s = json.loads(stats.read_text())
-            except (OSError, ValueError):
-                continue
-            done = sum(s["stats"][k]["packets"] for k in s["stats"] if k != "agg_rx")
-            samples.append((s["time"], done))
-            if all(p.poll() is not None for p in senders) and len(samples) > 25 and samples[-25][1] == done:
-                break
-            if dp.poll() is not None:
-                break
-        outs = [p.communicate(timeout=30) for p in senders]
-    finally:
-        for p in senders:
-            if p.poll() is None:
-                p.kill()
-        dp.send_signal(signal.SIGCONT)
-        dp.terminate()
-        try:
-            dp.wait(10)
-        except subprocess.TimeoutExpired:
-            dp.kill()
-            dp.wait()
-    err = dp.stderr.read().decode(errors="replace").strip()
-    if s is None:
-        raise RuntimeError(f"the data plane wrote no counters: {err[-1000:]}")
-    sent, send_s, back = 0, 0.0, 0
-    for out, serr in outs:
-        f = out.split()
-        if len(f) != 4:
-            raise RuntimeError(f"a sender failed: {serr.strip()[-500:]}")
-        sent += int(f[0]) - int(f[1])
-        send_s = max(send_s, float(f[2]))
-        back += int(f[3])
-    busy = [(t, d) for t, d in samples if d > 0]
-    rate_out = 0.0
-    if busy:
-        first = busy[0]
-        last = next(x for x in busy if x[1] == busy[-1][1])
-        # the first sample already holds what arrived before it: count from the sample before
-        prev = samples[samples.index(first) - 1] if samples.index(first) > 0 else (first[0], 0)
-        rate_out = (last[1] - prev[1]) / max(last[0] - prev[0], 1e-9)
-        if t_cont is not None:
-            rate_out = last[1] / max(last[0] - t_cont, 1e-9)
-    ports = s["ports"].values()
-    st = {k: v["packets"] for k, v in s["stats"].items() if v["packets"]}
-    return {"rate": rate_out, "sent": sent, "send_s": send_s, "back": back,
-            "rx": sum(p["rx"] for p in ports), "tx": sum(p["tx"] for p in ports),
-            "rx_dropped": sum(p.get("rx_dropped", 0) for p in ports), "stats": st,
-            "processed": sum(v for k, v in st.items() if k != "agg_rx")}
+def _inprocess_same(plan, frames, batch: int) -> float:
+    """process_batch rate on exactly the frames the senders send, in batches of ``batch`` (fastest of 3)."""
+    best = None
+    for _rep in range(REPEATS):
+        m = SwitchModel(plan)
+        m.load_config(job_config(plan, 1, addrs(2)))
+        t = time.perf_counter()
+        for k in range(0, len(frames), batch):
+            m.process_batch(frames[k:k + batch])
+        dt = time.perf_counter() - t
+        best = dt if best is None else min(best, dt)
+    return len(frames) / best
 
 
-def bench_afpacket(quick: bool, rates: list[float]) -> None:
+def _build(quick: bool, slots: int):
+    """The hardened 64-element bmv2 program: compiled with p4c-bm2-ss when BMv2 is on PATH."""
+    from p4gen.build import build
+
+    spec = make_spec(slots=slots, elements_per_packet=64, variant="hardened")
+    out = Path(tempfile.mkdtemp(prefix="p4gbench-build-"))
+    res = build(spec, load_target("bmv2"), out / "b", use_cache=False, compile_p4=afp.bmv2_available() is None)
+    return res, out
+
+
+def bench_afpacket(quick: bool, rates: list[float], ios: list[str], bmv2_chunks: int) -> None:
     if os.geteuid() != 0 or not shutil.which("ip"):
         print("AF_PACKET: skipped (needs root and iproute2 for a private network namespace)")
         return
-    ns = f"p4gtest-bench-{uuid.uuid4().hex[:8]}"
+    n = 20000 if quick else 100000
+    slots = 1024
+    res, build_dir = _build(quick, slots)
+    plan = res.plan
     tmp = Path(tempfile.mkdtemp(prefix="p4gbench-"))
-
-    def on_term(*_a):                    # so the finally below removes the namespace on SIGTERM too
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
     try:
-        _sh("ip", "netns", "add", ns)
-        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
-        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", check=False)
-        for i in range(2):
-            _sh("ip", "-n", ns, "link", "add", f"w{i}", "type", "veth", "peer", "name", f"s{i}")
-            _sh("ip", "-n", ns, "link", "set", f"w{i}", "up")
-            _sh("ip", "-n", ns, "link", "set", f"s{i}", "up")
-        n = 20000 if quick else 100000
-        slots = 1024
-        plan = make_plan(make_spec(slots=slots, elements_per_packet=64, variant="hardened"), load_target("bmv2"))
-        size = W.Layout(plan).frame_len
-        loop_ns, _naive = calibrate()
-        print(f"AF_PACKET; {load()}; reference (same run): bare Python loop {loop_ns:.0f} ns/iteration")
-        out = _sh("ip", "netns", "exec", ns, sys.executable, "-c", RAW_SEND, "w0", "s0", str(n), str(size))
-        sent, got, dt = out.stdout.split()
-        print(f"AF_PACKET raw (no model), veth w0 -> s0, {size}-byte frames, Python send + recv in one process: "
-              f"{int(got) / float(dt):,.0f} frames/s received ({got}/{sent})")
-        # the data plane between two veth pairs: 2 workers, one sender process each, every chunk absorbed
-        # then multicast; slots are reused only after `slots` chunks, so senders may drift that far apart
-        (tmp / "plan.json").write_text(plan.to_json())
-        (tmp / "cfg.json").write_text(json.dumps(job_config(plan, 1, addrs(2))))
-        chunks = n // 2
-        blobs = _worker_frames(plan, 2, chunks, slots)
-        for rate in rates:
-            # draining a stopped data plane: as many frames as its receive buffers surely hold
-            r = _dp_run(ns, tmp, size, [b[:10000 * size] for b in blobs] if rate < 0 else blobs, rate / 2)
-            loss = 100.0 * (r["sent"] - r["processed"]) / max(r["sent"], 1)
-            offered = (f"paced at {rate:,.0f} frames/s" if rate > 0 else "senders as fast as they can")
-            offered += f", {r['sent'] / max(r['send_s'], 1e-9):,.0f} frames/s offered"
-            if rate < 0:
-                offered = ("data plane stopped while the senders filled its buffers, then draining them alone; "
-                           + offered)
-            print(f"data plane end to end: {r['rate']:,.0f} contributions/s ({r['rx']} frames in, {r['tx']} out, "
-                  f"loss {loss:.2f}%)  [2 sender processes, {size}-byte frames, {offered}; "
-                  f"{r['sent']} sent, kernel rx drops at the data plane {r['rx_dropped']}, "
-                  f"{r['back']} results read back by the senders (their own sockets may drop some); "
-                  f"counters {r['stats']}]")
-        loop_ns, _naive = calibrate()
-        print(f"AF_PACKET done; {load()}; reference again: bare Python loop {loop_ns:.0f} ns/iteration")
+        with afp.Netns(2) as ns:
+            size = W.Layout(plan).frame_len
+            loop_ns, _naive = calibrate()
+            print(f"AF_PACKET; {load()}; reference (same run): bare Python loop {loop_ns:.0f} ns/iteration")
+            out = ns.ex(sys.executable, "-c", afp.RAW_SEND, "w0", "s0", str(n), str(size))
+            sent, got, dt = out.stdout.split()
+            print(f"AF_PACKET raw (no model), veth w0 -> s0, {size}-byte frames, Python send + recv in one "
+                  f"process, one system call per frame: {int(got) / float(dt):,.0f} frames/s received "
+                  f"({got}/{sent})")
+            # the switch between two veth pairs: 2 workers, one sender process each, every chunk absorbed
+            # then multicast; slots are reused only after `slots` chunks, so senders may drift that far apart
+            (tmp / "plan.json").write_text(plan.to_json())
+            cfg = job_config(plan, 1, addrs(2))
+            (tmp / "cfg.json").write_text(json.dumps(cfg))
+            chunks = n // 2
+            blobs = _worker_frames(plan, 2, chunks, slots)
+            same = frames_for(plan, 2, chunks, slots)
+            batch_rate = _inprocess_same(plan, same, 1024)
+            print(f"in-process reference on the same frames (same run): process_batch of 1024 "
+                  f"{batch_rate:,.0f} contributions/s (fastest of {REPEATS}); {load()}")
+            figures: dict[tuple[str, float], dict] = {}
+            for io in ios:
+                for rate in rates:
+                    # draining a stopped data plane: as many frames as its receive rings / buffers surely hold
+                    r = afp.dp_run(ns, tmp, size, [b[:DRAIN_FRAMES * size] for b in blobs] if rate < 0 else blobs,
+                                   rate / 2, io, RING_MB_BENCH)
+                    figures[(io, rate)] = r
+                    loss = 100.0 * (r["sent"] - r["processed"]) / max(r["sent"], 1)
+                    offered = (f"paced at {rate:,.0f} frames/s" if rate > 0 else "senders as fast as they can")
+                    offered += f", {r['sent'] / max(r['send_s'], 1e-9):,.0f} frames/s offered"
+                    if rate < 0:
+                        offered = ("data plane stopped while the senders filled its buffers, then draining them "
+                                   "alone; " + offered)
+                    print(f"data plane end to end [{io}]: {r['rate']:,.0f} contributions/s ({r['rx']} frames in, "
+                          f"{r['tx']} out, loss {loss:.2f}%)  [2 sender processes ({'/'.join(sorted(r['io']))}), "
+                          f"data plane ports {'/'.join(r['dp_io'])}, {size}-byte frames, {offered}; {r['sent']} sent, "
+                          f"kernel rx drops at the data plane {r['rx_dropped']}, {r['back']} results read back by "
+                          f"the senders; first frame sent to last result back: {r['clock_rate']:,.0f}/s; "
+                          f"counters {r['stats']}]" + (f"  NOTE: {r['note']}" if r["note"] else ""))
+            _summary(figures, batch_rate)
+            why = afp.bmv2_available()
+            if why is not None:
+                print(f"BMv2: skipped ({why}; `source /opt/p4/env.sh` where the toolchain is installed)")
+            else:
+                _bmv2(ns, tmp, res, plan, cfg, size, slots, bmv2_chunks, figures)
+            loop_ns, _naive = calibrate()
+            print(f"AF_PACKET done; {load()}; reference again: bare Python loop {loop_ns:.0f} ns/iteration")
     finally:
-        signal.signal(signal.SIGTERM, old)
-        _sh("ip", "netns", "del", ns, check=False)
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(build_dir, ignore_errors=True)
+
+
+def _summary(figures: dict, batch_rate: float) -> None:
+    for io in sorted({io for io, _r in figures}):
+        drain = figures.get((io, -1.0))
+        if drain:
+            print(f"[{io}] drain rate / in-process batch rate (same run): {drain['rate']:,.0f} / {batch_rate:,.0f} "
+                  f"= {drain['rate'] / batch_rate:.0%} (goal 80%)")
+        live = figures.get((io, 0.0))
+        if live:
+            print(f"[{io}] rate with the senders running: {live['rate']:,.0f} contributions/s = "
+                  f"{live['rate'] / TODAY_LIVE:.2f}x {TODAY_LIVE:,} (the per-frame data plane's figure in "
+                  f"docs/benchmarks.md; goal 3x)")
+    if ("rings", 0.0) in figures and ("sockets", 0.0) in figures:
+        a, b = figures[("rings", 0.0)]["rate"], figures[("sockets", 0.0)]["rate"]
+        print(f"rings / per-frame sockets with the senders running (same run): {a:,.0f} / {b:,.0f} = {a / b:.2f}x")
+
+
+def _bmv2(ns, tmp, res, plan, cfg, size, slots, chunks, figures) -> None:
+    """simple_switch on the same program (compiled from the same plan), frames and senders."""
+    print(f"BMv2: {afp.bmv2_build()}")
+    blobs = _worker_frames(plan, 2, chunks, slots)
+    r = afp.bmv2_run(ns, tmp, res.out_dir / "program.json", plan, cfg, size, blobs, 0.0)
+    loss = 100.0 * (r["sent"] - r["processed"]) / max(r["sent"], 1)
+    print(f"BMv2 simple_switch end to end: {r['clock_rate']:,.0f} contributions/s, first frame sent to last result "
+          f"back ({r['processed']} processed of {r['sent']} sent, loss {loss:.2f}%, {r['back']} results back; "
+          f"senders unpaced, rings; counters {r['stats']})")
+    # the software switch on the same number of frames, timed the same way (senders' clocks)
+    sw = afp.dp_run(ns, tmp, size, blobs, 0.0, "rings", RING_MB_BENCH)
+    print(f"software switch, same frames, same senders, same timing: {sw['clock_rate']:,.0f} contributions/s "
+          f"({sw['processed']} processed of {sw['sent']} sent)")
+    if r["clock_rate"] > 0:
+        print(f"software switch / BMv2 end to end, side by side: {sw['clock_rate'] / r['clock_rate']:.1f}x (goal 20x)")
 
 
 def main(argv=None) -> int:
@@ -394,14 +279,18 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer packets")
     ap.add_argument("--no-afpacket", action="store_true")
     ap.add_argument("--no-inprocess", action="store_true")
-    ap.add_argument("--rates", default="25000,40000,0,-1",
+    ap.add_argument("--rates", default="40000,0,-1",
                     help="offered contributions/s for the data plane runs, comma-separated (0: unpaced; "
                          "-1: fill the buffers of a stopped data plane, then let it drain them alone)")
+    ap.add_argument("--io", default="rings,sockets",
+                    help="data plane and sender I/O to run: rings (packet rings), sockets (one call per frame)")
+    ap.add_argument("--bmv2-chunks", type=int, default=10000, help="contributions per worker sent to BMv2")
     args = ap.parse_args(argv)
     if not args.no_inprocess:
         bench_inprocess(args.quick)
     if not args.no_afpacket:
-        bench_afpacket(args.quick, [float(x) for x in args.rates.split(",") if x.strip()])
+        bench_afpacket(args.quick, [float(x) for x in args.rates.split(",") if x.strip()],
+                       [x for x in args.io.split(",") if x], args.bmv2_chunks)
     return 0
 
 

@@ -1,26 +1,34 @@
-"""Software data plane: the switch model behind AF_PACKET raw sockets.
+"""Software data plane: the switch model behind AF_PACKET ports with mmap'd packet rings.
 
     python -m p4gen.switch.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
         [--config control.json] [--stats stats.json] [--stats-interval 1] \\
-        [--p4runtime HOST:PORT]
+        [--p4runtime HOST:PORT] [--ring-mb 8] [--no-rings]
 
-Every ``--port N=IFNAME`` binds a raw socket on ``IFNAME`` that acts as
-switch port ``N``.  Frames received there go through
-:meth:`p4gen.switch.model.SwitchModel.process`; the frames it returns are sent on
-the sockets of their egress ports.  The control-plane state (workers,
-multicast groups, l2 entries, result_dst) comes from a JSON file in the
-format of :meth:`SwitchModel.load_config`; ``SIGHUP`` reloads the file
-into a fresh model state.  With ``--p4runtime HOST:PORT`` a P4Runtime
-server (:func:`p4gen.switch.p4rt_server.serve`) programs the same model instead:
-the forwarding loop and the server share one lock (held around every
-``process_batch`` and counter read), and ``SIGHUP`` reloads are refused,
-because a fresh model would no longer be the one the server writes.
+Every ``--port N=IFNAME`` opens an AF_PACKET socket on ``IFNAME`` that
+acts as switch port ``N``, with a TPACKET_V3 receive ring and a transmit
+ring (:mod:`p4gen.netio.rings`): a round takes the ready frames of every
+port from its ring, runs them through one
+:meth:`p4gen.switch.model.SwitchModel.process_batch` call, writes each
+port's results into its transmit ring and flushes it with one ``send``.
+Where the kernel refuses rings (or with ``--no-rings``) a port falls back to
+one system call per frame, and the process says so once on stderr.  The
+control-plane state (workers, multicast groups, l2 entries, result_dst)
+comes from a JSON file in the format of :meth:`SwitchModel.load_config`;
+``SIGHUP`` reloads the file into a fresh model state.  With ``--p4runtime
+HOST:PORT`` a P4Runtime server (:func:`p4gen.switch.p4rt_server.serve`)
+programs the same model instead: the forwarding loop and the server share
+one lock (held around every ``process_batch`` and counter read), and
+``SIGHUP`` reloads are refused, because a fresh model would no longer be
+the one the server writes.
 
-Counters: the ``stats`` counter of the plan plus per-port rx/tx frames and
-``rx_dropped`` (frames the kernel dropped because the port's receive buffer
-was full), and ``rx_errors``/``tx_errors``, are written as JSON to
-``--stats`` (atomically, every ``--stats-interval`` seconds and at exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the
-sockets, write the final counters and exit 0.
+Counters: the ``stats`` counter of the plan plus, per port, rx/tx frames,
+``io`` (``ring`` or ``socket``), ``rx_dropped`` (frames the kernel dropped
+because the port's receive ring or buffer was full: ``tp_drops``) and
+``rx_freezes`` (times a full receive ring stopped taking frames:
+``tp_freeze_q_cnt``), and ``rx_errors``/``tx_errors``, are written as JSON
+to ``--stats`` (atomically, every ``--stats-interval`` seconds and at
+exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the sockets, write the
+final counters and exit 0.
 """
 
 from __future__ import annotations
@@ -31,7 +39,6 @@ import json
 import os
 import select
 import signal
-import socket
 import sys
 import threading
 import time
@@ -39,22 +46,15 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import P4genError
+from ..netio.frames import open_port
+from ..netio.rings import TxFlusher
 from .model import SwitchModel
 from ..plan import Plan
 
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-SOL_PACKET = 263
-PACKET_STATISTICS = 6          # struct tpacket_stats {tp_packets, tp_drops}, reset by every read
-PACKET_IGNORE_OUTGOING = 23    # Linux >= 4.20: the socket is not handed the frames leaving its interface
-SO_SNDBUFFORCE = 32
-SO_RCVBUFFORCE = 33
-MAX_FRAME = 1 << 16
-BURST = 512               # frames read per socket per round; one process_batch per round (vectorised)
+BURST = 512               # frames read per port per round; one process_batch per round (vectorised)
 ROUNDS = 32               # rounds per poll_once, so counters and reloads are serviced under load
-RCVBUF = 1 << 25          # room for ~0.5 s of frames while this process is not scheduled
-SNDBUF = 1 << 23
-SEND_WAIT = 0.05          # s to wait for room in a full send buffer before a frame counts as a tx error
+RING_MB = 8               # receive ring per port: ~20k 64-element frames, ~0.1 s at full rate
+TX_FRAMES = 2048          # transmit ring slots per port (2 KiB each)
 
 
 class DataPlaneError(P4genError):
@@ -71,31 +71,19 @@ def parse_port(spec: str) -> tuple[int, str]:
     return port, ifname
 
 
-def _set_buffer(s: socket.socket, force: int, plain: int, size: int) -> None:
-    """Set a socket buffer to ``size`` bytes, past net.core.*mem_max when allowed (root: the FORCE option)."""
-    try:
-        s.setsockopt(socket.SOL_SOCKET, force, size)
-    except OSError:
-        try:
-            s.setsockopt(socket.SOL_SOCKET, plain, size)
-        except OSError:
-            pass
-
-
 class DataPlane:
-    """Raw sockets on named interfaces, one per switch port, driving one SwitchModel.
+    """One AF_PACKET port (ring or per-frame socket) per switch port, driving one SwitchModel.
 
-    The loop polls only when the previous round found every socket empty;
-    otherwise each round reads up to ``BURST`` frames from every socket
-    without blocking (so no port starves another), runs the frames of all
-    ports through one ``process_batch`` call and sends the results.  Frames
-    leaving an interface are not read back: ``PACKET_IGNORE_OUTGOING`` where
-    the kernel has it, otherwise the packet type of each frame is checked.
-    Frames the kernel dropped because a socket's receive buffer was full are
-    read from ``PACKET_STATISTICS`` and reported as ``rx_dropped``.
+    The loop polls only when the previous round found every port empty;
+    otherwise each round takes up to ``BURST`` frames from every port (so no
+    port starves another), runs the frames of all ports through one
+    ``process_batch`` call and sends the results, one batch per port.
+    ``rings=False`` opens per-frame sockets; ``io_note`` says which ports
+    fell back to them and why (None when every port has rings).
     """
 
-    def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None):
+    def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None, *, rings: bool = True,
+                 ring_mb: int = RING_MB):
         if not ports:
             raise DataPlaneError("at least one --port is needed")
         self.model = model
@@ -103,128 +91,80 @@ class DataPlane:
         # server) never interleaves with a packet
         self.lock = lock if lock is not None else threading.RLock()
         self.ports = dict(ports)
-        self.socks: dict[int, socket.socket] = {}
-        self.by_fd: dict[int, int] = {}
+        self.io: dict[int, Any] = {}
         self.rx = {p: 0 for p in ports}
         self.tx = {p: 0 for p in ports}
         self.rx_dropped = {p: 0 for p in ports}
+        self.rx_freezes = {p: 0 for p in ports}
         self.rx_errors = 0
         self.tx_errors = 0
         self.running = False
-        self.ignore_outgoing = True
+        refused: dict[str, str] = {}
         try:
             for port, ifname in self.ports.items():
-                # protocol 0: the socket hears nothing until bind names the interface and ETH_P_ALL,
-                # so no frame of another interface is queued in between
-                s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
-                self.socks[port] = s
-                try:
-                    s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
-                except OSError:
-                    self.ignore_outgoing = False
-                _set_buffer(s, SO_RCVBUFFORCE, socket.SO_RCVBUF, RCVBUF)
-                _set_buffer(s, SO_SNDBUFFORCE, socket.SO_SNDBUF, SNDBUF)
-                s.bind((ifname, ETH_P_ALL))
-                s.setblocking(False)
-                self.by_fd[s.fileno()] = port
+                io, why = open_port(ifname, rings=rings, rx_bytes=ring_mb << 20, tx_frames=TX_FRAMES)
+                self.io[port] = io
+                if why is not None:
+                    refused[ifname] = why
         except OSError as exc:
             self.close()
             raise DataPlaneError(f"cannot open a raw socket on {ifname!r}: {exc.strerror or exc}") from None
+        self.io_note = None
+        if refused:
+            reasons = sorted(set(refused.values()))
+            self.io_note = (f"packet rings unavailable on {', '.join(sorted(refused))} ({'; '.join(reasons)}): "
+                            "those ports read and send one frame per system call")
+        # the kernel's transmit work (on veth, the peer's receive too) runs in a thread beside the model
+        rings = [io for io in self.io.values() if io.kind == "ring"]
+        self.flusher = TxFlusher(rings) if rings else None
+        self.by_fd = {io.fileno(): p for p, io in self.io.items()}
         self._poll = select.poll()
         for fd in self.by_fd:
             self._poll.register(fd, select.POLLIN)
 
     def close(self) -> None:
-        for s in self.socks.values():
-            try:
-                s.close()
-            except OSError:
-                pass
-        self.socks.clear()
+        if getattr(self, "flusher", None) is not None:
+            self.flusher.close()
+            self.flusher = None
+        for io in self.io.values():
+            io.close()
+        self.io.clear()
 
-    @staticmethod
-    def _drain_stats(s: socket.socket) -> int:
-        """Frames the kernel dropped on this socket since the last call (its receive buffer was full)."""
-        try:
-            raw = s.getsockopt(SOL_PACKET, PACKET_STATISTICS, 8)
-        except OSError:
-            return 0
-        return int.from_bytes(raw[4:8], sys.byteorder)
-
-    def _read(self, port: int, s: socket.socket, burst: list) -> None:
-        """Append up to BURST queued frames of one socket to ``burst`` as (frame, port); never blocks."""
-        n0 = len(burst)
-        append = burst.append
-        try:
-            if self.ignore_outgoing:
-                recv = s.recv
-                for _ in range(BURST):
-                    append((recv(MAX_FRAME), port))
-            else:
-                recvfrom = s.recvfrom
-                for _ in range(BURST):
-                    frame, addr = recvfrom(MAX_FRAME)
-                    if addr[2] != PACKET_OUTGOING:   # our own transmissions, seen by the tap
-                        append((frame, port))
-        except (BlockingIOError, InterruptedError):
-            pass
-        except OSError:
-            self.rx_errors += 1
-        self.rx[port] += len(burst) - n0
-
-    def _send_all(self, port: int, frames: list) -> None:
-        """Send frames on one port's socket in order; a full send buffer is waited for (briefly)."""
-        s = self.socks.get(port)
-        if s is None:                       # egress port not attached: the frame leaves nowhere
+    def _send(self, port: int, frames: list) -> None:
+        io = self.io.get(port)
+        if io is None:                      # egress port not attached: the frame leaves nowhere
             self.tx_errors += len(frames)
             return
-        send = s.send
-        sent = 0
-        it = iter(frames)
-        pending = None
-        while True:
-            try:
-                if pending is not None:
-                    send(pending)
-                    sent += 1
-                    pending = None
-                for f in it:
-                    pending = f
-                    send(f)
-                    sent += 1
-                pending = None
-                break
-            except BlockingIOError:
-                if not self._wait_writable(s):
-                    self.tx_errors += 1
-                    pending = None
-            except InterruptedError:
-                pass
-            except OSError:
-                self.tx_errors += 1
-                pending = None
+        sent, refused = io.send(frames)
         self.tx[port] += sent
-
-    @staticmethod
-    def _wait_writable(s: socket.socket) -> bool:
-        p = select.poll()
-        p.register(s.fileno(), select.POLLOUT)
-        return bool(p.poll(int(SEND_WAIT * 1000)))
+        self.tx_errors += refused
 
     def poll_once(self, timeout: float = 0.2) -> int:
-        """Wait up to ``timeout`` s, then forward every queued frame (in bursts); return the count.
+        """Wait up to ``timeout`` s, then forward every queued frame (in rounds); return the count.
 
         Frames read in one round go through ``SwitchModel.process_batch`` in
         arrival order per port, which gives the same results as one by one.
         """
+        ios = list(self.io.items())
+        for _p, io in ios:                  # frames a full send buffer left queued in a transmit ring
+            if io.pending():
+                if self.flusher is not None:
+                    self.flusher.kick()
+                else:
+                    io.flush()
+                timeout = min(timeout, 0.001)
         if not self._poll.poll(int(timeout * 1000)):
             return 0
         handled = 0
-        socks = list(self.socks.items())
         for _ in range(ROUNDS):
             burst: list = []
-            for port, s in socks:
-                self._read(port, s, burst)
+            for port, io in ios:
+                frames, bad = io.recv(BURST)
+                if bad:
+                    self.rx_errors += bad
+                if frames:
+                    self.rx[port] += len(frames)
+                    burst += [(f, port) for f in frames]
             if not burst:
                 break
             handled += len(burst)
@@ -239,18 +179,21 @@ class DataPlane:
                     else:
                         q.append(frame)
             for eport, frames in out.items():
-                self._send_all(eport, frames)
+                self._send(eport, frames)
         return handled
 
     def counters(self) -> dict[str, Any]:
         with self.lock:
             stats = self.model.counter_read()
-        for p, s in self.socks.items():
-            self.rx_dropped[p] += self._drain_stats(s)
+        for p, io in self.io.items():
+            drops, freezes = io.drops()
+            self.rx_dropped[p] += drops
+            self.rx_freezes[p] += freezes
         return {"time": time.time(),
                 "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in stats.items()},
                 "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p],
-                                  "rx_dropped": self.rx_dropped[p]}
+                                  "io": self.io[p].kind if p in self.io else "closed",
+                                  "rx_dropped": self.rx_dropped[p], "rx_freezes": self.rx_freezes[p]}
                           for p in self.ports},
                 "rx_errors": self.rx_errors, "tx_errors": self.tx_errors}
 
@@ -309,6 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stats-interval", type=float, default=1.0)
     ap.add_argument("--p4runtime", metavar="HOST:PORT",
                     help="serve P4Runtime for this switch on HOST:PORT (the control plane then comes from it)")
+    ap.add_argument("--ring-mb", type=int, default=RING_MB,
+                    help=f"receive ring per port in MiB (default {RING_MB})")
+    ap.add_argument("--no-rings", action="store_true",
+                    help="read and send one frame per system call instead of through packet rings")
     args = ap.parse_args(argv)
     server = None
     lock = threading.RLock()
@@ -316,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
         ports = dict(parse_port(p) for p in args.port)
         addr = parse_addr(args.p4runtime) if args.p4runtime else None
         model = _build_model(args.plan, args.config)
-        dp = DataPlane(model, ports, lock=lock)
+        if not 1 <= args.ring_mb <= 1024:
+            raise DataPlaneError(f"--ring-mb {args.ring_mb} must be in 1..1024")
+        dp = DataPlane(model, ports, lock=lock, rings=not args.no_rings, ring_mb=args.ring_mb)
     except P4genError as exc:
         print(f"p4gen.switch.dataplane: {exc}", file=sys.stderr)
         return 2
@@ -359,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, dp.stop)
     signal.signal(signal.SIGINT, dp.stop)
     signal.signal(signal.SIGHUP, on_hup)
+    if dp.io_note:
+        print(f"p4gen.switch.dataplane: {dp.io_note}", file=sys.stderr, flush=True)
     print(f"p4gen.switch.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
           file=sys.stderr, flush=True)
     try:

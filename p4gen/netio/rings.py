@@ -1,0 +1,429 @@
+"""AF_PACKET sockets with mmap'd TPACKET_V3 receive and transmit rings, read and written with numpy.
+
+Layouts and constants are those of the Linux UAPI header
+``include/uapi/linux/if_packet.h`` (struct ``tpacket_req3``,
+``tpacket_block_desc`` / ``tpacket_hdr_v1``, ``tpacket3_hdr``, the
+``TP_STATUS_*`` bits) and the packet(7) / ``Documentation/networking/
+packet_mmap.rst`` rules:
+
+* **Receive ring (TPACKET_V3).** The ring is ``rx_blocks`` blocks of
+  ``block_size`` bytes.  The kernel fills a block with variable-sized
+  frames (each a ``tpacket3_hdr``, a ``sockaddr_ll`` and the frame,
+  ``tp_next_offset`` bytes apart) and hands it over by setting
+  ``TP_STATUS_USER`` in the block's status, when the block is full or when
+  ``retire_ms`` passed since its first frame.  User space walks the blocks
+  in order and gives each back by writing ``TP_STATUS_KERNEL``.  No system
+  call per frame; a ``poll`` only when no block is ready.
+* **Transmit ring (TPACKET_V3, Linux >= 4.11).** Fixed slots of
+  ``frame_size`` bytes, each a ``tpacket3_hdr`` (``tp_next_offset`` must
+  stay 0) followed, at offset ``TPACKET_ALIGN(sizeof(tpacket3_hdr))`` = 48,
+  by the frame.  User space writes frames into the slots after the
+  kernel's position, sets ``tp_len`` and ``TP_STATUS_SEND_REQUEST``, and
+  one ``send()`` with no data hands every requested slot to the device in
+  ring order.  The kernel returns a slot by setting
+  ``TP_STATUS_AVAILABLE`` once its frame has left.  ``PACKET_LOSS`` is set,
+  so a frame the device refuses is skipped instead of stopping the ring.
+
+Both rings live in one ``mmap`` of the socket (receive ring first).  The
+header fields of many frames are read or written at once through numpy
+views of that mapping; a batch of frames of one length is one fancy-index
+copy.  The orders of these accesses (frame data before the status word that
+publishes it, status before data on the way in) are the program order of
+this module; they are sufficient on x86-64, where stores are not reordered
+with stores nor loads with loads.
+
+Frames the kernel could not queue because every block of the receive ring
+was still held by user space are counted by the kernel (``tp_drops`` of
+``PACKET_STATISTICS``, with ``tp_freeze_q_cnt`` the times the queue froze);
+:meth:`RingSocket.drops` reads and resets them.
+"""
+
+from __future__ import annotations
+
+import mmap
+import select
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+
+from ..errors import P4genError
+
+# <linux/if_packet.h>
+SOL_PACKET = 263
+PACKET_RX_RING = 5
+PACKET_STATISTICS = 6
+PACKET_VERSION = 10
+PACKET_RESERVE = 12
+PACKET_TX_RING = 13
+PACKET_LOSS = 14
+PACKET_IGNORE_OUTGOING = 23          # Linux >= 4.20
+TPACKET_V3 = 2
+PACKET_OUTGOING = 4                  # sll_pkttype of a frame this host sent
+TP_STATUS_KERNEL = 0
+TP_STATUS_USER = 1 << 0
+TP_STATUS_AVAILABLE = 0
+TP_STATUS_SEND_REQUEST = 1 << 0
+TP_STATUS_SENDING = 1 << 1
+TP_STATUS_WRONG_FORMAT = 1 << 2
+TPACKET_ALIGNMENT = 16
+ETH_P_ALL = 0x0003
+SO_SNDBUFFORCE = 32
+
+# struct tpacket_block_desc: version, offset_to_priv, then struct tpacket_hdr_v1
+BLK_STATUS, BLK_NUM_PKTS, BLK_FIRST = 8, 12, 16
+# struct tpacket3_hdr (48 bytes, already TPACKET_ALIGNed), then struct sockaddr_ll
+H3_NEXT, H3_SNAPLEN, H3_LEN, H3_STATUS, H3_MAC = 0, 12, 16, 20, 24
+H3_SIZE = 48
+SLL_PKTTYPE = H3_SIZE + 10           # sockaddr_ll.sll_pkttype right after the header
+TX_DATA = H3_SIZE                    # tp_hdrlen - sizeof(sockaddr_ll) = TPACKET3_HDRLEN - 20
+PAGE = mmap.PAGESIZE
+
+
+class RingUnavailable(P4genError):
+    """The kernel refused a packet ring on this socket (too old, no memory, not AF_PACKET)."""
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class RingSocket:
+    """One AF_PACKET socket bound to ``ifname`` with a TPACKET_V3 receive ring and transmit ring.
+
+    ``recv(max_frames)`` returns the frames of the ready blocks (copied
+    out; the blocks go back to the kernel at once), ``send(frames)``
+    queues frames in the transmit ring and flushes them with one system
+    call.  ``fileno()`` is pollable: readable when a block is ready,
+    writable when a transmit slot is free.
+
+    Frames this socket sends are not read back (``PACKET_IGNORE_OUTGOING``
+    where the kernel has it, otherwise by ``sll_pkttype``).  ``rx_bytes``
+    and ``tx_frames`` size the rings; ``frame_size`` bounds a transmitted
+    frame (minus the 48-byte slot header) and ``block_size`` a received one.
+    Raises :class:`RingUnavailable` when the kernel refuses the rings and
+    ``OSError`` when the interface cannot be bound.
+    """
+
+    kind = "ring"
+
+    def __init__(self, ifname: str, *, rx_bytes: int = 8 << 20, tx_frames: int = 4096, frame_size: int = 2048,
+                 block_size: int = 1 << 15, retire_ms: int = 1, sndbuf: int = 1 << 23):
+        if frame_size % TPACKET_ALIGNMENT or frame_size < 2 * H3_SIZE:
+            raise RingUnavailable(f"frame_size={frame_size} must be a multiple of {TPACKET_ALIGNMENT} "
+                                  f"and at least {2 * H3_SIZE}")
+        self.ifname = ifname
+        self.block_size = _align(max(block_size, frame_size), PAGE)
+        self.rx_blocks = max(2, rx_bytes // self.block_size)
+        self.frame_size = frame_size
+        tx_block = _align(frame_size, PAGE)
+        per_block = tx_block // frame_size
+        self.tx_frames = _align(max(tx_frames, per_block), per_block)
+        self.max_tx = frame_size - TX_DATA
+        self.ignore_outgoing = True
+        self._mm = None
+        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+        s = self.sock
+        try:
+            try:
+                s.setsockopt(SOL_PACKET, PACKET_VERSION, TPACKET_V3)
+                s.setsockopt(SOL_PACKET, PACKET_LOSS, 1)
+                s.setsockopt(SOL_PACKET, PACKET_RX_RING,
+                             struct.pack("7I", self.block_size, self.rx_blocks, self.block_size, self.rx_blocks,
+                                         retire_ms, 0, 0))
+                s.setsockopt(SOL_PACKET, PACKET_TX_RING,
+                             struct.pack("7I", tx_block, self.tx_frames // per_block, frame_size, self.tx_frames,
+                                         0, 0, 0))
+                self.rx_len = self.block_size * self.rx_blocks
+                self._mm = mmap.mmap(s.fileno(), self.rx_len + tx_block * (self.tx_frames // per_block),
+                                     mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            except OSError as exc:
+                raise RingUnavailable(f"{ifname}: TPACKET_V3 rings refused: {exc.strerror or exc}") from None
+            try:
+                s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+            except OSError:
+                self.ignore_outgoing = False
+            try:
+                s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, sndbuf)
+            except OSError:
+                pass
+            # bound last: the socket hears nothing (protocol 0) until it names the interface and ETH_P_ALL
+            s.bind((ifname, ETH_P_ALL))
+            s.setblocking(False)
+        except BaseException:
+            self.close()
+            raise
+        mm = self._mm
+        self._bytes = np.frombuffer(mm, np.uint8)
+        self._u32 = np.frombuffer(mm, np.uint32)
+        self._u16 = np.frombuffer(mm, np.uint16)
+        self._mv32 = memoryview(mm).cast("I")
+        self._mv16 = memoryview(mm).cast("H")
+        self._blk = 0                                    # next receive block to look at
+        tx = self._bytes[self.rx_len:self.rx_len + self.tx_frames * frame_size]
+        self._tx8 = tx.reshape(self.tx_frames, frame_size)
+        self._tx32 = tx.view(np.uint32).reshape(self.tx_frames, frame_size // 4)
+        self._tx_head = 0                                # next transmit slot to fill
+        self._tx_last = -1                               # last slot filled (to see whether it left)
+        self.flusher: TxFlusher | None = None            # flushes in a thread of its own when set
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        for name in ("_bytes", "_u32", "_u16", "_tx8", "_tx32"):
+            self.__dict__.pop(name, None)
+        for name in ("_mv32", "_mv16"):
+            mv = self.__dict__.pop(name, None)
+            if mv is not None:
+                mv.release()
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except (BufferError, ValueError):
+                pass
+            self._mm = None
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self) -> "RingSocket":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- receive ------------------------------------------------------------------
+    def _ready_blocks(self, max_frames: int) -> list[tuple[int, int, int]]:
+        """(block offset, first frame offset, frames) of the ready blocks from the current one, in order."""
+        out, total = [], 0
+        mv, bs, nb = self._mv32, self.block_size, self.rx_blocks
+        b = self._blk
+        while total < max_frames:
+            base = b * bs
+            if not mv[(base + BLK_STATUS) >> 2] & TP_STATUS_USER:
+                break
+            n = mv[(base + BLK_NUM_PKTS) >> 2]
+            out.append((base, base + mv[(base + BLK_FIRST) >> 2], n))
+            total += n
+            b = (b + 1) % nb
+            if b == self._blk:
+                break
+        return out
+
+    def _release(self, blocks) -> None:
+        mv = self._mv32
+        for base, _first, _n in blocks:
+            mv[(base + BLK_STATUS) >> 2] = TP_STATUS_KERNEL
+        self._blk = (self._blk + len(blocks)) % self.rx_blocks
+
+    def _runs(self, blocks) -> tuple[list[tuple[int, int, int, int]], int]:
+        """The frames of ``blocks`` as runs (data offset, stride, count, length), and the truncated count.
+
+        Frames of one length lie a constant stride apart: a block whose every
+        ``tp_next_offset`` but the last equals the first one's, and whose
+        frames share their length and header size, is one run found with a
+        few strided numpy reads.  Other blocks are walked frame by frame (one
+        run per frame).  Frames cut short to fit a block, and without
+        ``PACKET_IGNORE_OUTGOING`` the frames this socket sent, are left out."""
+        runs: list[tuple[int, int, int, int]] = []
+        truncated = 0
+        mv, mv16, u32, u16, u8 = self._mv32, self._mv16, self._u32, self._u16, self._bytes
+        keep_out = not self.ignore_outgoing
+        for base, first, n in blocks:
+            if n == 0:
+                continue
+            stride = mv[(first + H3_NEXT) >> 2]
+            if n > 1 and stride and not stride & 3 and first + stride * (n - 1) + H3_SIZE <= base + self.block_size:
+                w, q = stride >> 2, first >> 2
+                nxt = u32[q:q + w * (n - 1):w]
+                if (nxt == stride).all():
+                    snap = u32[q + 3:q + 3 + w * n:w]
+                    ln = u32[q + 4:q + 4 + w * n:w]
+                    mac = u16[(first + H3_MAC) >> 1:(first + H3_MAC) // 2 + (stride >> 1) * n:stride >> 1]
+                    L = int(snap[0])
+                    if ((snap == L).all() and (ln == L).all() and (mac == mac[0]).all()
+                            and not (keep_out and (u8[first + SLL_PKTTYPE:first + SLL_PKTTYPE + stride * n:stride]
+                                                   == PACKET_OUTGOING).any())):
+                        runs.append((first + int(mac[0]), stride, n, L))
+                        continue
+            o = first
+            for _ in range(n):
+                L, full = mv[(o + H3_SNAPLEN) >> 2], mv[(o + H3_LEN) >> 2]
+                if L != full:
+                    truncated += 1
+                elif not (keep_out and u8[o + SLL_PKTTYPE] == PACKET_OUTGOING):
+                    runs.append((o + mv16[(o + H3_MAC) >> 1], 0, 1, L))
+                o += mv[(o + H3_NEXT) >> 2]
+        return runs, truncated
+
+    def recv(self, max_frames: int = 1 << 30) -> tuple[list[bytes], int]:
+        """(frames of the ready blocks, frames dropped as truncated); never blocks.
+
+        Whole blocks are taken, so up to one block more than ``max_frames``
+        may be returned."""
+        blocks = self._ready_blocks(max_frames)
+        if not blocks:
+            return [], 0
+        runs, truncated = self._runs(blocks)
+        mm = self._mm
+        frames: list[bytes] = []
+        for start, stride, n, L in runs:
+            if n == 1:
+                frames.append(mm[start:start + L])
+            else:
+                blob = mm[start:start + stride * (n - 1) + L]
+                frames += [blob[i:i + L] for i in range(0, stride * n, stride)]
+        self._release(blocks)
+        return frames, truncated
+
+    def discard(self, max_frames: int = 1 << 30) -> int:
+        """Give the ready blocks back unread; return how many frames they held."""
+        blocks = self._ready_blocks(max_frames)
+        self._release(blocks)
+        return sum(n for _b, _f, n in blocks)
+
+    def drops(self) -> tuple[int, int]:
+        """(frames dropped because the receive ring was full, times it froze) since the last call."""
+        try:
+            raw = self.sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, 12)
+        except OSError:
+            return 0, 0
+        _pk, drops, freezes = struct.unpack("3I", raw[:12].ljust(12, b"\0"))
+        return drops, freezes
+
+    # -- transmit -----------------------------------------------------------------
+    def tx_free(self) -> int:
+        """Free slots from the current one on (the kernel returns them in ring order)."""
+        st = self._tx32[:, H3_STATUS >> 2]
+        h = self._tx_head
+        order = np.concatenate([st[h:], st[:h]]) if h else st
+        busy = np.flatnonzero(order != TP_STATUS_AVAILABLE)
+        return int(busy[0]) if len(busy) else self.tx_frames
+
+    def pending(self) -> bool:
+        """Whether frames queued by :meth:`send` are still waiting for the device."""
+        return self._tx_last >= 0 and bool(self._tx32[self._tx_last, H3_STATUS >> 2] & TP_STATUS_SEND_REQUEST)
+
+    def flush(self) -> None:
+        """Hand the requested slots to the device (one system call); a full send buffer leaves them queued."""
+        try:
+            self.sock.send(b"")
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            pass                                         # e.g. ENOBUFS: the device queue dropped a frame
+
+    def send(self, frames: list, wait: float = 0.05) -> tuple[int, int]:
+        """Queue ``frames`` in order and flush them; return (queued, refused).
+
+        A frame longer than a slot holds is refused.  When the ring is full,
+        it is flushed and ``wait`` seconds at most are spent waiting for
+        room; frames that still find none are refused."""
+        queued = refused = 0
+        n = len(frames)
+        k = 0
+        while k < n:
+            free = self.tx_free()
+            if free == 0:
+                self._kick()
+                if not self._wait_writable(wait):
+                    refused += n - k
+                    break
+                continue
+            part = frames[k:k + free]
+            q, r = self._fill(part)
+            queued += q
+            refused += r
+            k += len(part)
+            self._kick()
+        return queued, refused
+
+    def _kick(self) -> None:
+        if self.flusher is not None:
+            self.flusher.kick()
+        else:
+            self.flush()
+
+    def _fill(self, frames: list) -> tuple[int, int]:
+        """Write frames into consecutive free slots (data, then lengths, then the status); (written, too long)."""
+        lens = [len(f) for f in frames]
+        too_long = 0
+        if max(lens) > self.max_tx:
+            keep = [f for f in frames if len(f) <= self.max_tx]
+            too_long = len(frames) - len(keep)
+            frames, lens = keep, [len(f) for f in keep]
+            if not frames:
+                return 0, too_long
+        m = len(frames)
+        slots = (self._tx_head + np.arange(m)) % self.tx_frames
+        L = lens[0]
+        if lens.count(L) == m:
+            self._tx8[slots, TX_DATA:TX_DATA + L] = np.frombuffer(b"".join(frames), np.uint8).reshape(m, L)
+            self._tx32[slots, H3_LEN >> 2] = L
+        else:
+            tx8 = self._tx8
+            for s, f in zip(slots.tolist(), frames):
+                tx8[s, TX_DATA:TX_DATA + len(f)] = np.frombuffer(f, np.uint8)
+            self._tx32[slots, H3_LEN >> 2] = lens
+        self._tx32[slots, H3_STATUS >> 2] = TP_STATUS_SEND_REQUEST
+        self._tx_last = int(slots[-1])
+        self._tx_head = (self._tx_head + m) % self.tx_frames
+        return m, too_long
+
+    def _wait_writable(self, wait: float) -> bool:
+        p = select.poll()
+        p.register(self.sock.fileno(), select.POLLOUT)
+        return bool(p.poll(int(wait * 1000)))
+
+
+
+class TxFlusher:
+    """A thread that hands the requested transmit slots of ``socks`` to their devices.
+
+    On a veth pair the kernel does, inside the ``send()`` that flushes a
+    ring, the work of transmitting each frame and of receiving it on the
+    peer (about 1-2 us of system time per frame here).  With a flusher, that
+    work runs in this thread, beside the caller, which only copies frames
+    into the ring: ``send`` releases the GIL for the whole system call.
+    ``RingSocket.send`` wakes the thread instead of flushing itself."""
+
+    def __init__(self, socks):
+        self.socks = [s for s in socks if isinstance(s, RingSocket)]
+        self._ev = threading.Event()
+        self._stopping = False
+        for s in self.socks:
+            s.flusher = self
+        self._thread = threading.Thread(target=self._run, name="p4gen-tx-flush", daemon=True)
+        self._thread.start()
+
+    def kick(self) -> None:
+        self._ev.set()
+
+    def _run(self) -> None:
+        ev, socks = self._ev, self.socks
+        while not self._stopping:
+            ev.wait(0.05)
+            ev.clear()
+            busy = True
+            while busy and not self._stopping:
+                busy = False
+                for s in socks:
+                    if s.pending():
+                        s.flush()
+                        busy = busy or s.pending()
+                if busy:                                 # a full send buffer: let the device drain
+                    time.sleep(0.0002)
+
+    def close(self) -> None:
+        """Stop the thread (after one last flush); the sockets flush for themselves again."""
+        self._stopping = True
+        self._ev.set()
+        self._thread.join()
+        for s in self.socks:
+            s.flusher = None
+            if s.pending():
+                s.flush()
