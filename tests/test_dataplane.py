@@ -54,6 +54,14 @@ def test_bad_interface_is_a_one_line_error(tmp_path, capsys):
     assert rc == 2 and err.startswith("p4gen.switch.dataplane:") and "\n" not in err
 
 
+def test_ring_size_option_is_checked(tmp_path, capsys):
+    plan = make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0", "--ring-mb", "0"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "p4gen.switch.dataplane: --ring-mb 0 must be in 1..1024"
+
+
 def _sh(*args, check=True):
     return subprocess.run(args, check=check, capture_output=True, text=True)
 
@@ -213,9 +221,11 @@ open(out, "wb").write(b"".join(len(f).to_bytes(4, "big") + f for f in got))
 """
 
 
-def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
+@pytest.mark.parametrize("io", ["ring", "socket"])
+def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path, io):
     """Two sender processes blast 1500 contributions each, no window: every chunk's result comes back with
-    the exact sum, the data plane reads each frame once (not its own transmissions) and counts runts."""
+    the exact sum, the data plane reads each frame once (not its own transmissions) and counts runts; on
+    packet rings and on per-frame sockets (--no-rings, said once on stderr)."""
     from p4gen import wire as W
     from p4gen.host import packet as P
 
@@ -235,7 +245,8 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
     stats = tmp_path / "stats.json"
     dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"),
-                           "--stats", str(stats), "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1"],
+                           "--stats", str(stats), "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1"]
+                          + (["--no-rings"] if io == "socket" else []),
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(stats, dp, "data plane did not start")
@@ -249,7 +260,14 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
             assert p.returncode == 0, err
     finally:
         rc = _stop(dp)
-    assert rc == 0, dp.stderr.read()
+    err = dp.stderr.read()
+    assert rc == 0, err
+    note = [ln for ln in err.splitlines() if "packet rings" in ln]
+    if io == "socket":
+        assert note == ["p4gen.switch.dataplane: packet rings unavailable on s0, s1 (rings turned off): "
+                        "those ports read and send one frame per system call"], err
+    else:
+        assert note == [], err
     final = json.loads(stats.read_text())
     for i in range(2):
         blob = (tmp_path / f"got{i}.bin").read_bytes()
@@ -269,4 +287,5 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path):
     for p in ("1", "2"):             # every frame read once: the results it sent are not read back
         port = final["ports"][p]
         assert port["rx"] == chunks + runts and port["tx"] == chunks and port["rx_dropped"] == 0, port
+        assert port["io"] == io and port["rx_freezes"] == 0, port
     assert final["tx_errors"] == 0 and final["rx_errors"] == 0

@@ -6,7 +6,8 @@ and ``close()``:
 
 * :class:`p4gen.netio.rings.RingSocket` when the kernel grants TPACKET_V3
   rings (``kind == "ring"``): no system call per frame;
-* :class:`SocketPort` otherwise (``kind == "socket"``): the same calls,
+* :class:`SocketPort` otherwise (``kind == "socket"``): the same calls
+  (``take``/``release`` too),
   one ``recv``/``send`` system call per frame, and the reason the rings
   were refused is returned with it so that the caller can say so once.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import select
 import socket
 import struct
+
+import numpy as np
 
 from .rings import (ETH_P_ALL, PACKET_IGNORE_OUTGOING, PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET,
                     RingSocket, RingUnavailable)
@@ -96,12 +99,20 @@ class SocketPort:
             return out, 1
         return out, 0
 
+    def take(self, max_frames: int) -> tuple[list[np.ndarray], int]:
+        """As :meth:`p4gen.netio.rings.RingSocket.take`: the queued frames as (1, length) arrays."""
+        frames, err = self.recv(max_frames)
+        return [np.frombuffer(f, np.uint8).reshape(1, -1) for f in frames], err
+
+    def release(self) -> None:
+        pass
+
     def discard(self, max_frames: int = 1 << 30) -> int:
         """Read and drop up to ``max_frames`` queued frames; return how many."""
         return len(self.recv(max_frames)[0])
 
-    def send(self, frames: list, wait: float = 0.05) -> tuple[int, int]:
-        """Send frames in order; (sent, refused).  A full send buffer is waited for ``wait`` s per frame."""
+    def send(self, frames, wait: float = 0.05) -> tuple[int, int]:
+        """Send frames (bytes-likes, or the rows of a 2-D uint8 array) in order; (sent, refused).  A full send buffer is waited for ``wait`` s per frame."""
         send = self.sock.send
         sent = refused = 0
         it = iter(frames)

@@ -56,7 +56,6 @@ SOL_PACKET = 263
 PACKET_RX_RING = 5
 PACKET_STATISTICS = 6
 PACKET_VERSION = 10
-PACKET_RESERVE = 12
 PACKET_TX_RING = 13
 PACKET_LOSS = 14
 PACKET_IGNORE_OUTGOING = 23          # Linux >= 4.20
@@ -162,6 +161,7 @@ class RingSocket:
         self._mv32 = memoryview(mm).cast("I")
         self._mv16 = memoryview(mm).cast("H")
         self._blk = 0                                    # next receive block to look at
+        self._held: list = []                            # blocks of the last take(), until release()
         tx = self._bytes[self.rx_len:self.rx_len + self.tx_frames * frame_size]
         self._tx8 = tx.reshape(self.tx_frames, frame_size)
         self._tx32 = tx.view(np.uint32).reshape(self.tx_frames, frame_size // 4)
@@ -260,24 +260,40 @@ class RingSocket:
                 o += mv[(o + H3_NEXT) >> 2]
         return runs, truncated
 
-    def recv(self, max_frames: int = 1 << 30) -> tuple[list[bytes], int]:
-        """(frames of the ready blocks, frames dropped as truncated); never blocks.
+    def take(self, max_frames: int = 1 << 30) -> tuple[list[np.ndarray], int]:
+        """The ready frames as (n, length) uint8 views into the ring, in arrival order, and the count
+        of frames left out as truncated; the views stay valid until :meth:`release`.
 
         Whole blocks are taken, so up to one block more than ``max_frames``
-        may be returned."""
+        may be returned.  Never blocks."""
+        if self._held:
+            raise RuntimeError("take() again before release()")
         blocks = self._ready_blocks(max_frames)
         if not blocks:
             return [], 0
         runs, truncated = self._runs(blocks)
+        self._held = blocks
         mm = self._mm
+        return [np.ndarray((n, L), np.uint8, mm, start, (stride or L, 1)) for start, stride, n, L in runs], truncated
+
+    def release(self) -> None:
+        """Give the blocks of the last :meth:`take` back to the kernel (its views must no longer be read)."""
+        if self._held:
+            self._release(self._held)
+            self._held = []
+
+    def recv(self, max_frames: int = 1 << 30) -> tuple[list[bytes], int]:
+        """(frames of the ready blocks as bytes, frames dropped as truncated); never blocks."""
+        views, truncated = self.take(max_frames)
         frames: list[bytes] = []
-        for start, stride, n, L in runs:
-            if n == 1:
-                frames.append(mm[start:start + L])
+        for v in views:
+            if len(v) == 1:
+                frames.append(v.tobytes())
             else:
-                blob = mm[start:start + stride * (n - 1) + L]
-                frames += [blob[i:i + L] for i in range(0, stride * n, stride)]
-        self._release(blocks)
+                L = v.shape[1]
+                blob = v.tobytes()
+                frames += [blob[i:i + L] for i in range(0, len(blob), L)]
+        self.release()
         return frames, truncated
 
     def discard(self, max_frames: int = 1 << 30) -> int:
@@ -317,8 +333,9 @@ class RingSocket:
         except OSError:
             pass                                         # e.g. ENOBUFS: the device queue dropped a frame
 
-    def send(self, frames: list, wait: float = 0.05) -> tuple[int, int]:
-        """Queue ``frames`` in order and flush them; return (queued, refused).
+    def send(self, frames, wait: float = 0.05) -> tuple[int, int]:
+        """Queue ``frames`` (bytes-likes, or the rows of a 2-D uint8 array) in order and flush them;
+        return (queued, refused).
 
         A frame longer than a slot holds is refused.  When the ring is full,
         it is flushed and ``wait`` seconds at most are spent waiting for
@@ -348,8 +365,16 @@ class RingSocket:
         else:
             self.flush()
 
-    def _fill(self, frames: list) -> tuple[int, int]:
+    def _fill(self, frames) -> tuple[int, int]:
         """Write frames into consecutive free slots (data, then lengths, then the status); (written, too long)."""
+        if isinstance(frames, np.ndarray):
+            m, L = frames.shape
+            if L > self.max_tx:
+                return 0, m
+            slots = (self._tx_head + np.arange(m)) % self.tx_frames
+            self._tx8[slots, TX_DATA:TX_DATA + L] = frames
+            self._tx32[slots, H3_LEN >> 2] = L
+            return self._publish(slots), 0
         lens = [len(f) for f in frames]
         too_long = 0
         if max(lens) > self.max_tx:
@@ -369,10 +394,14 @@ class RingSocket:
             for s, f in zip(slots.tolist(), frames):
                 tx8[s, TX_DATA:TX_DATA + len(f)] = np.frombuffer(f, np.uint8)
             self._tx32[slots, H3_LEN >> 2] = lens
+        return self._publish(slots), too_long
+
+    def _publish(self, slots: np.ndarray) -> int:
+        """Hand the filled ``slots`` to the kernel (their status last); how many."""
         self._tx32[slots, H3_STATUS >> 2] = TP_STATUS_SEND_REQUEST
         self._tx_last = int(slots[-1])
-        self._tx_head = (self._tx_head + m) % self.tx_frames
-        return m, too_long
+        self._tx_head = (self._tx_head + len(slots)) % self.tx_frames
+        return len(slots)
 
     def _wait_writable(self, wait: float) -> bool:
         p = select.poll()
