@@ -63,8 +63,8 @@ print(n, got, time.perf_counter() - t)
 SENDER = r"""
 import json, sys, time
 from p4gen.netio.frames import open_port
-ifname, path, flen, rate, start, mark, io = sys.argv[1:8]
-flen, rate, start = int(flen), float(rate), float(start)
+ifname, path, flen, rate, go, mark, io = sys.argv[1:8]
+flen, rate = int(flen), float(rate)
 data = open(path, "rb").read()
 frames = [data[i:i + flen] for i in range(0, len(data), flen)]
 port, why = open_port(ifname, rings=io == "rings", rx_bytes=32 << 20, tx_frames=4096)
@@ -76,7 +76,9 @@ def drain():
     if k:
         got += k
         last_back = time.time()
-while time.time() < start:
+import os
+open(mark + ".ready", "w").close()      # set up: wait for every sender to be, then start together
+while not os.path.exists(go):
     time.sleep(0.0005)
 t0 = time.perf_counter(); first = time.time(); n = len(frames); k = err = 0
 while k < n:
@@ -147,15 +149,27 @@ class Netns:
 
 
 def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: float, io: str):
-    """One sender process per worker blob at ``rate`` frames/s each (0: unpaced), 0.5 s from now."""
-    start = time.time() + 0.5
+    """One sender process per worker blob at ``rate`` frames/s each (0: unpaced), all starting together
+    once every one has its socket open (so that no sender runs ahead of another by a slot pool)."""
+    go = tmp / "go"
+    go.unlink(missing_ok=True)
     marks = [tmp / f"sent{w}" for w in range(len(blobs))]
     for w, (m, blob) in enumerate(zip(marks, blobs)):
         m.unlink(missing_ok=True)
+        Path(f"{m}.ready").unlink(missing_ok=True)
         (tmp / f"w{w}.bin").write_bytes(blob)
     procs = [ns.popen([sys.executable, "-c", SENDER, f"w{w}", str(tmp / f"w{w}.bin"), str(size), str(max(rate, 0.0)),
-                       str(start), str(marks[w]), io], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       str(go), str(marks[w]), io], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in range(len(blobs))]
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{m}.ready").exists() for m in marks):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for p in procs:
+                p.kill()
+            raise RuntimeError("a sender did not start: " + " ".join(p.stderr.read()[-300:] for p in procs
+                                                                     if p.poll() is not None))
+        time.sleep(0.01)
+    go.touch()
     return procs, marks
 
 

@@ -8,7 +8,8 @@ and the clock.  Frames go out through a kernel UDP socket (so iptables loss
 and tc shaping in the host namespace apply to them): the worker's frame
 minus its Ethernet/IPv4/UDP headers is the datagram, sent to the switch's
 address.  A received datagram gets a fixed header prefix back before the
-state machine parses it.
+state machine parses it.  Datagrams move in batches, one ``recvmmsg`` and
+one ``sendmmsg`` per burst (:class:`p4gen.netio.mmsg.DatagramBatches`).
 
 Control, one JSON object per line: the agent prints ``{"event": "ready"}``,
 waits for ``go`` on stdin, prints ``progress`` events (fractions listed in
@@ -32,6 +33,7 @@ import numpy as np
 
 from p4gen.wire import Layout
 from p4gen.host.packet import datagram_prefix, endpoint
+from p4gen.netio.mmsg import DatagramBatches
 from p4gen.plan import Plan
 from p4gen.host.fastworker import FastWorker
 
@@ -78,13 +80,15 @@ def run(cfg: dict, wait_go=None) -> dict:
     marks = sorted(cfg.get("progress", []))
     send_errors = 0
 
+    # every datagram of a burst in one recvmmsg, every reply of a burst in one sendmmsg
+    io = DatagramBatches(sock, batch=256, max_size=4096, prefix_room=max(64, len(prefix)))
+    backlog: list[bytes] = []           # received, not yet handed to the worker (a progress mark came first)
+
     def send(frames) -> None:
         nonlocal send_errors
-        for f in frames:
-            try:
-                sock.sendto(memoryview(f)[hoff:], dst)
-            except (BlockingIOError, OSError):
-                send_errors += 1          # the frame is lost; its timer will resend it
+        if frames:
+            _sent, failed = io.send([memoryview(f)[hoff:] for f in frames], dst)
+            send_errors += failed         # a lost frame's timer will resend it
 
     if wait_go is not None:
         wait_go()
@@ -97,16 +101,22 @@ def run(cfg: dict, wait_go=None) -> dict:
         while not w.done:
             dl = w.next_deadline()
             wait = 0.05 if dl is None else min(0.05, max(0.0, dl - now))
-            if poller.poll(wait * 1000.0):
+            if backlog or poller.poll(wait * 1000.0):
                 now = time.monotonic()
-                for _ in range(512):
-                    try:
-                        data = sock.recv(4096)
-                    except BlockingIOError:
+                for _ in range(2):
+                    got = backlog or io.recv(prefix)
+                    backlog = []
+                    if not got:
                         break
-                    send(w.receive(prefix + data, now))
-                    if marks and w.complete.mean() >= marks[0]:
-                        break          # report progress before sending any further chunk
+                    out: list = []
+                    for k, frame in enumerate(got):
+                        out += w.receive(frame, now)
+                        if marks and w.complete.mean() >= marks[0]:
+                            backlog = got[k + 1:]      # report progress before sending any further chunk
+                            break
+                    send(out)
+                    if backlog:
+                        break
             now = time.monotonic()
             if w.stats.accepted != accepted:
                 accepted = w.stats.accepted

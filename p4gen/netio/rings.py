@@ -41,6 +41,7 @@ was still held by user space are counted by the kernel (``tp_drops`` of
 from __future__ import annotations
 
 import mmap
+import os
 import select
 import socket
 import struct
@@ -223,42 +224,69 @@ class RingSocket:
     def _runs(self, blocks) -> tuple[list[tuple[int, int, int, int]], int]:
         """The frames of ``blocks`` as runs (data offset, stride, count, length), and the truncated count.
 
-        Frames of one length lie a constant stride apart: a block whose every
-        ``tp_next_offset`` but the last equals the first one's, and whose
-        frames share their length and header size, is one run found with a
-        few strided numpy reads.  Other blocks are walked frame by frame (one
-        run per frame).  Frames cut short to fit a block, and without
-        ``PACKET_IGNORE_OUTGOING`` the frames this socket sent, are left out."""
+        Frames of one length lie a constant stride apart.  The headers of
+        every frame of every block are read at once, on the guess that each
+        block is such a run (stride: its first frame's ``tp_next_offset``);
+        a block where the guess holds -- every ``tp_next_offset`` but the
+        last is the stride, and the frames share their length and header
+        size and are whole -- is one run.  Other blocks are walked frame by
+        frame (one run per frame).  Frames cut short to fit a block, and
+        without ``PACKET_IGNORE_OUTGOING`` the frames this socket sent, are
+        left out."""
+        mv = self._mv32
+        firsts, ns, strides, ends = [], [], [], []
+        for base, first, n in blocks:
+            if n:
+                firsts.append(first)
+                ns.append(n)
+                strides.append(mv[(first + H3_NEXT) >> 2])
+                ends.append(base + self.block_size)
+        if not ns:
+            return [], 0
+        cnt = np.array(ns, dtype=np.int64)
+        total = int(cnt.sum())
+        starts = np.cumsum(cnt) - cnt
+        blk = np.repeat(np.arange(len(ns)), cnt)
+        offs = np.repeat(np.array(firsts, dtype=np.int64), cnt) + (np.arange(total) - starts[blk]) * np.repeat(
+            np.array(strides, dtype=np.int64), cnt)
+        good = offs + H3_SIZE <= np.repeat(np.array(ends, dtype=np.int64), cnt)
+        offs = np.where(good, offs, 0)                       # a wrong guess must not read past the ring
+        u32 = self._u32
+        q = offs >> 2
+        nxt, snap, ln = u32[q + (H3_NEXT >> 2)], u32[q + (H3_SNAPLEN >> 2)], u32[q + (H3_LEN >> 2)]
+        mac = self._u16[(offs + H3_MAC) >> 1]
+        last = np.zeros(total, dtype=bool)
+        last[starts + cnt - 1] = True
+        good &= (last | (nxt == np.repeat(np.array(strides, dtype=np.uint32), cnt))) & (snap == ln)
+        if not self.ignore_outgoing:
+            good &= self._bytes[offs + SLL_PKTTYPE] != PACKET_OUTGOING
+        # a block is one run when all its frames are good and share the first one's length and mac offset
+        first_i = starts
+        good &= (snap == snap[first_i][blk]) & (mac == mac[first_i][blk])
+        ok = np.logical_and.reduceat(good, starts) if len(ns) > 1 else good.all(keepdims=True)
         runs: list[tuple[int, int, int, int]] = []
         truncated = 0
-        mv, mv16, u32, u16, u8 = self._mv32, self._mv16, self._u32, self._u16, self._bytes
-        keep_out = not self.ignore_outgoing
-        for base, first, n in blocks:
-            if n == 0:
+        snap0, mac0 = snap[first_i].tolist(), mac[first_i].tolist()
+        for i, fine in enumerate(ok.tolist()):
+            if fine:
+                runs.append((firsts[i] + mac0[i], strides[i], ns[i], snap0[i]))
                 continue
-            stride = mv[(first + H3_NEXT) >> 2]
-            if n > 1 and stride and not stride & 3 and first + stride * (n - 1) + H3_SIZE <= base + self.block_size:
-                w, q = stride >> 2, first >> 2
-                nxt = u32[q:q + w * (n - 1):w]
-                if (nxt == stride).all():
-                    snap = u32[q + 3:q + 3 + w * n:w]
-                    ln = u32[q + 4:q + 4 + w * n:w]
-                    mac = u16[(first + H3_MAC) >> 1:(first + H3_MAC) // 2 + (stride >> 1) * n:stride >> 1]
-                    L = int(snap[0])
-                    if ((snap == L).all() and (ln == L).all() and (mac == mac[0]).all()
-                            and not (keep_out and (u8[first + SLL_PKTTYPE:first + SLL_PKTTYPE + stride * n:stride]
-                                                   == PACKET_OUTGOING).any())):
-                        runs.append((first + int(mac[0]), stride, n, L))
-                        continue
-            o = first
-            for _ in range(n):
-                L, full = mv[(o + H3_SNAPLEN) >> 2], mv[(o + H3_LEN) >> 2]
-                if L != full:
-                    truncated += 1
-                elif not (keep_out and u8[o + SLL_PKTTYPE] == PACKET_OUTGOING):
-                    runs.append((o + mv16[(o + H3_MAC) >> 1], 0, 1, L))
-                o += mv[(o + H3_NEXT) >> 2]
+            truncated += self._walk(firsts[i], ns[i], runs)
         return runs, truncated
+
+    def _walk(self, o: int, n: int, runs: list) -> int:
+        """Append the ``n`` frames from offset ``o`` one by one to ``runs``; return how many were truncated."""
+        mv, mv16, u8 = self._mv32, self._mv16, self._bytes
+        keep_out = not self.ignore_outgoing
+        truncated = 0
+        for _ in range(n):
+            L, full = mv[(o + H3_SNAPLEN) >> 2], mv[(o + H3_LEN) >> 2]
+            if L != full:
+                truncated += 1
+            elif not (keep_out and u8[o + SLL_PKTTYPE] == PACKET_OUTGOING):
+                runs.append((o + mv16[(o + H3_MAC) >> 1], 0, 1, L))
+            o += mv[(o + H3_NEXT) >> 2]
+        return truncated
 
     def take(self, max_frames: int = 1 << 30) -> tuple[list[np.ndarray], int]:
         """The ready frames as (n, length) uint8 views into the ring, in arrival order, and the count
@@ -312,13 +340,16 @@ class RingSocket:
         return drops, freezes
 
     # -- transmit -----------------------------------------------------------------
-    def tx_free(self) -> int:
-        """Free slots from the current one on (the kernel returns them in ring order)."""
+    def tx_free(self, want: int | None = None) -> int:
+        """Free slots from the current one on, up to ``want`` (the kernel returns them in ring order)."""
+        n = self.tx_frames
+        want = n if want is None else min(want, n)
         st = self._tx32[:, H3_STATUS >> 2]
         h = self._tx_head
-        order = np.concatenate([st[h:], st[:h]]) if h else st
-        busy = np.flatnonzero(order != TP_STATUS_AVAILABLE)
-        return int(busy[0]) if len(busy) else self.tx_frames
+        seg = st[h:h + want] if h + want <= n else np.concatenate([st[h:], st[:h + want - n]])
+        if not seg.any():
+            return want
+        return int(np.flatnonzero(seg)[0])
 
     def pending(self) -> bool:
         """Whether frames queued by :meth:`send` are still waiting for the device."""
@@ -344,7 +375,7 @@ class RingSocket:
         n = len(frames)
         k = 0
         while k < n:
-            free = self.tx_free()
+            free = self.tx_free(n - k)
             if free == 0:
                 self._kick()
                 if not self._wait_writable(wait):
@@ -371,10 +402,10 @@ class RingSocket:
             m, L = frames.shape
             if L > self.max_tx:
                 return 0, m
-            slots = (self._tx_head + np.arange(m)) % self.tx_frames
-            self._tx8[slots, TX_DATA:TX_DATA + L] = frames
-            self._tx32[slots, H3_LEN >> 2] = L
-            return self._publish(slots), 0
+            for lo, hi, part in self._spans(m, frames):
+                self._tx8[lo:hi, TX_DATA:TX_DATA + L] = part
+                self._tx32[lo:hi, H3_LEN >> 2] = L
+            return self._publish(m), 0
         lens = [len(f) for f in frames]
         too_long = 0
         if max(lens) > self.max_tx:
@@ -384,24 +415,36 @@ class RingSocket:
             if not frames:
                 return 0, too_long
         m = len(frames)
-        slots = (self._tx_head + np.arange(m)) % self.tx_frames
         L = lens[0]
         if lens.count(L) == m:
-            self._tx8[slots, TX_DATA:TX_DATA + L] = np.frombuffer(b"".join(frames), np.uint8).reshape(m, L)
-            self._tx32[slots, H3_LEN >> 2] = L
+            rows = np.frombuffer(b"".join(frames), np.uint8).reshape(m, L)
+            for lo, hi, part in self._spans(m, rows):
+                self._tx8[lo:hi, TX_DATA:TX_DATA + L] = part
+                self._tx32[lo:hi, H3_LEN >> 2] = L
         else:
-            tx8 = self._tx8
-            for s, f in zip(slots.tolist(), frames):
-                tx8[s, TX_DATA:TX_DATA + len(f)] = np.frombuffer(f, np.uint8)
-            self._tx32[slots, H3_LEN >> 2] = lens
-        return self._publish(slots), too_long
+            tx8, tx32, N = self._tx8, self._tx32, self.tx_frames
+            for i, f in enumerate(frames):
+                s_ = (self._tx_head + i) % N
+                tx8[s_, TX_DATA:TX_DATA + len(f)] = np.frombuffer(f, np.uint8)
+                tx32[s_, H3_LEN >> 2] = len(f)
+        return self._publish(m), too_long
 
-    def _publish(self, slots: np.ndarray) -> int:
-        """Hand the filled ``slots`` to the kernel (their status last); how many."""
-        self._tx32[slots, H3_STATUS >> 2] = TP_STATUS_SEND_REQUEST
-        self._tx_last = int(slots[-1])
-        self._tx_head = (self._tx_head + len(slots)) % self.tx_frames
-        return len(slots)
+    def _spans(self, m: int, rows: np.ndarray):
+        """(first slot, end slot, rows) of the ``m`` slots from the current one: one span, or two at the wrap."""
+        h, n = self._tx_head, self.tx_frames
+        if h + m <= n:
+            return [(h, h + m, rows)]
+        k = n - h
+        return [(h, n, rows[:k]), (0, m - k, rows[k:])]
+
+    def _publish(self, m: int) -> int:
+        """Hand the ``m`` filled slots from the current one to the kernel (their status last); ``m``."""
+        st = self._tx32[:, H3_STATUS >> 2]
+        for lo, hi, _r in self._spans(m, st[:0]):
+            st[lo:hi] = TP_STATUS_SEND_REQUEST
+        self._tx_last = (self._tx_head + m - 1) % self.tx_frames
+        self._tx_head = (self._tx_head + m) % self.tx_frames
+        return m
 
     def _wait_writable(self, wait: float) -> bool:
         p = select.poll()
@@ -422,21 +465,38 @@ class TxFlusher:
 
     def __init__(self, socks):
         self.socks = [s for s in socks if isinstance(s, RingSocket)]
-        self._ev = threading.Event()
+        # woken through an eventfd: a write is one system call and no Python lock changes hands
+        self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._stopping = False
+        self._idle = False
         for s in self.socks:
             s.flusher = self
         self._thread = threading.Thread(target=self._run, name="p4gen-tx-flush", daemon=True)
         self._thread.start()
 
     def kick(self) -> None:
-        self._ev.set()
+        """Wake the thread if it waits (while it works it sees new requests itself: no system call)."""
+        if self._idle:
+            self._idle = False
+            try:
+                os.eventfd_write(self._efd, 1)
+            except (BlockingIOError, OSError):
+                pass                                     # the counter is full: a wake-up is pending anyway
 
     def _run(self) -> None:
-        ev, socks = self._ev, self.socks
+        socks = self.socks
+        p = select.poll()
+        p.register(self._efd, select.POLLIN)
         while not self._stopping:
-            ev.wait(0.05)
-            ev.clear()
+            # idle first, then one more look: a request published before the flag was seen is found by
+            # the look, one published after it wakes the poll (the GIL orders the two threads' steps)
+            self._idle = True
+            if not any(s.pending() for s in socks) and p.poll(50):
+                try:
+                    os.eventfd_read(self._efd)
+                except (BlockingIOError, OSError):
+                    pass
+            self._idle = False
             busy = True
             while busy and not self._stopping:
                 busy = False
@@ -450,8 +510,10 @@ class TxFlusher:
     def close(self) -> None:
         """Stop the thread (after one last flush); the sockets flush for themselves again."""
         self._stopping = True
-        self._ev.set()
+        self._idle = True
+        self.kick()
         self._thread.join()
+        os.close(self._efd)
         for s in self.socks:
             s.flusher = None
             if s.pending():

@@ -238,66 +238,117 @@ class BatchExecutor:
             groups = {}
             for i, n in enumerate(lens):
                 groups.setdefault(n, []).append(i)
-        st = self._stat
-        pk, by = self._pk, self._by
-        adm = []              # per length group: (Lg, idx, arr rows, fields...)
+        adm = []              # per length group: (Lg, A8, rec, rows, batch indices, slot, copy, pv, sub, data)
         for Lg, idx in groups.items():
             if Lg < fixed:
                 for i in idx:
                     results[i] = self._process_short(frames[i], ports[i])
                 continue
             blob = b"".join([frames[i] for i in idx]) if len(idx) != B else b"".join(frames)
-            rec = np.frombuffer(blob, self._rec(Lg))
             A8 = np.frombuffer(blob, np.uint8).reshape(-1, Lg)      # the group's frames as a byte matrix
-            data = self._col(rec, "agg.flags") & 1 if self._omni else None
-            sig = self._sig
-            if sig is not None and Lg >= L.frame_len and ((A8[:, sig[0]] & sig[1]) == sig[2]).all():
-                rows = np.arange(len(idx))        # every frame an aggregation contribution of full length
-            else:
-                rows = self._parse_checks(rec, Lg, idx, frames, ports, data, results)
-                if rows is None:
-                    continue
-            sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
             port_col = np.fromiter(ports if len(idx) == B else [ports[i] for i in idx], dtype=np.int64,
                                    count=len(idx))
-            if len(rows) != len(idx):
-                port_col = port_col[rows]
-            known, pv = self._workers_batch(A8, rows, sub, port_col)
-            all_known = bool(known.all())
-            if not all_known:
-                nunk = len(known) - int(np.count_nonzero(known))
-                s = st["drop_unknown"]
-                pk[s] += nunk
-                by[s] += nunk * Lg
-            pool = self._col(sub, "agg.pool_index").astype(np.int64)
-            sij = pool & self._slot_mask
-            badslot = sij >= pv[:, 5]
-            if not all_known:
-                badslot &= known
-            nbs = int(np.count_nonzero(badslot))
-            if nbs:
-                s = st["drop_bad_slot"]
-                pk[s] += nbs
-                by[s] += nbs * Lg
-            grow_rows = rows
-            if nbs or not all_known:
-                go = known & ~badslot
-                for r in rows[~go].tolist():
-                    results[idx[r]] = []
-                g = go.nonzero()[0]
-                if not len(g):
-                    continue
-                pv, pool, sij, grow_rows, sub = pv[g], pool[g], sij[g], rows[g], sub[g]
-            if self._agg_rx is not None:
-                pk[self._agg_rx] += len(grow_rows)
-                by[self._agg_rx] += len(grow_rows) * Lg
-            copy = (pool >> self._slot_bits) & 1
-            slot = (pv[:, 4] + sij) & 0xFFFF
-            gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if len(idx) != B else grow_rows
-            adm.append((Lg, A8, rec, grow_rows, gidx, slot, copy, pv, sub,
-                        None if data is None else data[grow_rows]))
+            a = self._admit_group(A8, idx, port_col, len(idx) == B, frames, ports, results)
+            if a is not None:
+                adm.append(a)
         if not adm:
             return results
+        d = self._decide_vec(adm)
+        order, gidx, emit, A_a, E_a, N_a, MG, carried, has_carry, data_a = d
+        gl = gidx.tolist() if order is None else gidx[order].tolist()
+        if len(gl) == B:
+            results = [[] for _ in gl]
+        else:
+            for k in gl:
+                results[k] = []
+        if not len(emit):
+            return results
+        m = len(A_a)
+        if order is None:
+            grp = np.zeros(m, dtype=np.int64)
+            row = adm[0][3]
+        else:
+            grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
+            row = np.concatenate([a[3] for a in adm])[order]
+        for j, a in enumerate(adm):
+            sel = emit if order is None else emit[grp[emit] == j]
+            if not len(sel):
+                continue
+            if not self._omni:
+                self._emit_vec(a[0], a[1], sel, False, row, A_a, E_a, N_a, MG, carried, has_carry, gl, ports,
+                               results)
+                continue
+            grow = (~data_a[sel]) & has_carry[sel]
+            for gsel in ((sel[~grow], False), (sel[grow], True)):
+                if len(gsel[0]):
+                    self._emit_vec(a[0], a[1], gsel[0], gsel[1], row, A_a, E_a, N_a, MG, carried, has_carry,
+                                   gl, ports, results)
+        return results
+
+    def _admit_group(self, A8, idx, port_col, whole: bool, frames, ports, results):
+        """Admission of one length group (the byte matrix ``A8`` of the frames at batch indices ``idx``,
+        ingress ports ``port_col``): the header checks (forwarding other traffic, dropping what is
+        malformed), the workers look-up and the slot range, with their counters.  Returns
+        (Lg, A8, rec, rows, batch indices, slot, copy, workers entry, records, data) of the packets that
+        go on to the decision, or None when none does.  ``whole``: the group is the whole batch."""
+        L = self.layout
+        st = self._stat
+        pk, by = self._pk, self._by
+        Lg = A8.shape[1]
+        rec = A8.reshape(-1).view(self._rec(Lg))
+        data = self._col(rec, "agg.flags") & 1 if self._omni else None
+        sig = self._sig
+        if sig is not None and Lg >= L.frame_len and ((A8[:, sig[0]] & sig[1]) == sig[2]).all():
+            rows = np.arange(len(idx))        # every frame an aggregation contribution of full length
+        else:
+            rows = self._parse_checks(rec, Lg, idx, frames, ports, data, results)
+            if rows is None:
+                return None
+        sub = rec if len(rows) == len(rec) else rec[rows]      # copying records is slow: view when all pass
+        if len(rows) != len(idx):
+            port_col = port_col[rows]
+        known, pv = self._workers_batch(A8, rows, sub, port_col)
+        all_known = bool(known.all())
+        if not all_known:
+            nunk = len(known) - int(np.count_nonzero(known))
+            s = st["drop_unknown"]
+            pk[s] += nunk
+            by[s] += nunk * Lg
+        pool = self._col(sub, "agg.pool_index").astype(np.int64)
+        sij = pool & self._slot_mask
+        badslot = sij >= pv[:, 5]
+        if not all_known:
+            badslot &= known
+        nbs = int(np.count_nonzero(badslot))
+        if nbs:
+            s = st["drop_bad_slot"]
+            pk[s] += nbs
+            by[s] += nbs * Lg
+        grow_rows = rows
+        if nbs or not all_known:
+            go = known & ~badslot
+            if results is not None:
+                for r in rows[~go].tolist():
+                    results[idx[r]] = []
+            g = go.nonzero()[0]
+            if not len(g):
+                return None
+            pv, pool, sij, grow_rows, sub = pv[g], pool[g], sij[g], rows[g], sub[g]
+        if self._agg_rx is not None:
+            pk[self._agg_rx] += len(grow_rows)
+            by[self._agg_rx] += len(grow_rows) * Lg
+        copy = (pool >> self._slot_bits) & 1
+        slot = (pv[:, 4] + sij) & 0xFFFF
+        gidx = np.asarray(idx, dtype=np.int64)[grow_rows] if not whole else grow_rows
+        return (Lg, A8, rec, grow_rows, gidx, slot, copy, pv, sub, None if data is None else data[grow_rows])
+
+    def _decide_vec(self, adm):
+        """The decisions of the admitted packets of ``adm`` in batch order: the generated decision loop,
+        the counters and the value registers.  Returns (order, batch indices, emitting packets, outcome,
+        exponent out, next out, multicast group, carried values, which carry values, data flags), in
+        the packets' batch order (``order``: the permutation from the groups' concatenation to it,
+        None with one group)."""
+        pk, by = self._pk, self._by
         if len(adm) == 1:
             Lg, A8, rec, grow_rows, gidx, slot, copy, pv, sub, data = adm[0]
             order = None
@@ -309,7 +360,8 @@ class BatchExecutor:
             pv = np.concatenate([a[7] for a in adm])[order]
             sub = None
             data = None if not self._omni else np.concatenate([a[9] for a in adm])[order]
-        # per-packet header columns in global order
+
+        # per-packet header columns in batch order
         def gcol(name):
             if order is None:
                 return self._col(sub, name)
@@ -347,34 +399,55 @@ class BatchExecutor:
         data_a = data.astype(bool) if self._omni else None      # every packet carries data otherwise
         emits = A_a != ops.OUT_DROP
         carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order, emits)
-        # outputs
-        emit = emits.nonzero()[0]
-        gl = gidx.tolist() if order is None else gidx[order].tolist()
-        if m == B:
-            results = [[] for _ in gl]
-        else:
-            for k in gl:
-                results[k] = []
+        return (order, gidx, emits.nonzero()[0], A_a, E_a, N_a, pv[:, 6], carried, has_carry, data_a)
+
+    # -- frame matrices -------------------------------------------------------------
+    def process_matrix(self, A8: np.ndarray, ports: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Process the rows of the byte matrix ``A8`` (one frame per row, all of one length) that
+        arrived on ``ports``, in row order, as :meth:`process_batch` would; return each egress port's
+        frames as a byte matrix, in the order :meth:`process_batch`'s outputs give them.
+
+        The packet path of a data plane that reads frames straight from a packet ring: no bytes
+        object per frame in or out.  A batch of aggregation contributions of full length on a
+        SwitchML plan runs the vectorised path and builds its results per egress port (multicast
+        replicas are one broadcast over (packets, replicas), so each port's frames are a strided view);
+        any other batch goes through :meth:`process_batch` frame by frame and is regrouped."""
+        B, Lg = A8.shape
+        L = self.layout
+        sig = self._sig
+        if (not self.fast or B < VEC_MIN_BATCH or not self._values_batchable or not self._vec
+                or self._vw is False or self._omni or sig is None or Lg < L.frame_len
+                or not ((A8[:, sig[0]] & sig[1]) == sig[2]).all()):
+            return self._regroup(self.process_batch(list(zip([r.tobytes() for r in A8], ports.tolist()))))
+        A8 = np.ascontiguousarray(A8)
+        a = self._admit_group(A8, range(B), np.asarray(ports, dtype=np.int64), True, None, None, None)
+        if a is None:
+            return []
+        d = self._decide_vec([a])
+        order, gidx, emit, A_a, E_a, N_a, MG, carried, has_carry, _data = d
         if not len(emit):
-            return results
-        if order is None:
-            grp = np.zeros(m, dtype=np.int64)
-            row = adm[0][3]
-        else:
-            grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
-            row = np.concatenate([a[3] for a in adm])[order]
-        MG = pv[:, 6]
-        for j, a in enumerate(adm):
-            sel = emit if order is None else emit[grp[emit] == j]
-            if not len(sel):
-                continue
-            if not self._omni:
-                self._emit_vec(a[0], a[1], sel, False, row, A_a, E_a, N_a, MG, carried, has_carry, gl, ports,
-                               results)
-                continue
-            grow = (~data_a[sel]) & has_carry[sel]
-            for gsel in ((sel[~grow], False), (sel[grow], True)):
-                if len(gsel[0]):
-                    self._emit_vec(a[0], a[1], gsel[0], gsel[1], row, A_a, E_a, N_a, MG, carried, has_carry,
-                                   gl, ports, results)
-        return results
+            return []
+        return self._emit_ports(Lg, A8, emit, a[3], gidx, A_a, E_a, MG, carried, has_carry, ports)
+
+    @staticmethod
+    def _regroup(results) -> list[tuple[int, np.ndarray]]:
+        """Per-frame outputs as per-port byte matrices (runs of equal length), in output order."""
+        per: dict[int, list[bytes]] = {}
+        for outs in results:
+            for eport, frame in outs:
+                q = per.get(eport)
+                if q is None:
+                    per[eport] = [frame]
+                else:
+                    q.append(frame)
+        out = []
+        for port, frames in per.items():
+            k = 0
+            while k < len(frames):
+                n = len(frames[k])
+                j = k + 1
+                while j < len(frames) and len(frames[j]) == n:
+                    j += 1
+                out.append((port, np.frombuffer(b"".join(frames[k:j]), np.uint8).reshape(j - k, n)))
+                k = j
+        return out

@@ -11,8 +11,72 @@ class BatchEmitter:
     """Result frames of the vectorised batch path (a mixin of :class:`SwitchModel`)."""
 
     def _emit_vec(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
-        """Result frames of the admitted packets ``sel`` (one length group): header rewrites on the whole
-        (k, Lg) array, multicast replication with np.repeat, IPv4 checksums vectorised."""
+        """Result frames of the admitted packets ``sel`` (one length group) as per-packet output lists."""
+        X, Lx, uni, mc, rep = self._result_frames(Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry)
+        gsel = sel.tolist()
+        if len(uni):
+            xblob = X.tobytes()
+            for j in uni.tolist():
+                k = gsel[j]
+                results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
+        if len(mc):
+            M, rports, counts, one_group = rep
+            nrep = len(rports)
+            mblob = M.tobytes()
+            # every replica as (port, frame) in one pass, then one list slice per multicast packet
+            pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
+            tgt = [gl[gsel[j]] for j in mc.tolist()]
+            if one_group:
+                k = counts[0] if counts else 0
+                for t, q in zip(tgt, range(0, nrep, k) if k else [0] * len(tgt)):
+                    results[t] = pairs[q:q + k]
+            else:
+                pos = 0
+                for t, cnt in zip(tgt, counts):
+                    results[t] = pairs[pos:pos + cnt]
+                    pos += cnt
+
+    def _emit_ports(self, Lg, arr, sel, row, gidx, A, E, MG, carried, has_carry, ports):
+        """Result frames of the admitted packets ``sel`` as one byte matrix per egress port, each in
+        batch order (the order of the per-packet outputs of :meth:`_emit_vec`)."""
+        X, Lx, uni, mc, rep = self._result_frames(Lg, arr, sel, False, row, A, E, None, MG, carried, has_carry)
+        parts: dict[int, list] = {}            # port -> [(batch indices, frames)]
+        if len(mc):
+            M, rports, counts, one_group = rep
+            at = gidx[sel[mc]]
+            if one_group and counts and counts[0]:
+                k = counts[0]
+                M3 = M.reshape(len(mc), k, Lx)
+                for j, port in enumerate(rports[:k]):
+                    parts.setdefault(port, []).append((at, M3[:, j, :]))
+            elif len(rports):
+                rp = np.asarray(rports)
+                ra = np.repeat(at, counts)
+                for port in set(rports):
+                    w = rp == port
+                    parts.setdefault(port, []).append((ra[w], M[w]))
+        if len(uni):
+            at = gidx[sel[uni]]
+            up = np.asarray(ports)[at]
+            for port in set(up.tolist()):
+                w = up == port
+                parts.setdefault(port, []).append((at[w], X[uni[w]]))
+        out = []
+        for port, ps in parts.items():
+            if len(ps) == 1:
+                out.append((port, ps[0][1]))
+                continue
+            at = np.concatenate([p[0] for p in ps])
+            o = np.argsort(at, kind="stable")          # a packet's own frames keep their order too
+            out.append((port, np.concatenate([p[1] for p in ps])[o]))
+        return out
+
+    def _result_frames(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry):
+        """The result frames of packets ``sel``: (their rewritten rows ``X``, their length, the unicast
+        and the multicast ones among them (indices into ``sel``), and for the multicast ones (the
+        replica matrix, each replica's port, replicas per packet, whether all went to one group)).
+        Header rewrites on the whole (k, Lg) array, multicast replication with np.repeat, IPv4
+        checksums vectorised."""
         L = self.layout
         src = arr[row[sel]]
         off, vlen = L.values_offset, L.data_bytes
@@ -58,8 +122,7 @@ class BatchEmitter:
                 U[fa] = U[fb]
                 U[fb] = t
             R[uni] = U
-        nrep = 0
-        mblob = b""
+        rep = None
         if len(mc):
             mg_a = MG[sel[mc]]
             mg0 = int(mg_a[0])
@@ -74,36 +137,18 @@ class BatchEmitter:
                 g = gs[0]
                 counts = [len(g.ports)] * len(mc)
                 rports = g.ports * len(mc)
-                mblob = self._replicate_one_group(X, mc, g)
+                M = self._replicate_one_group(X, mc, g)
             else:
                 if mgs is None:
                     mgs = [mg0] * len(mc)
                 gmap = {mg: self._group_vec(mg) for mg in set(mgs)}
                 counts = [len(gmap[mg].ports) for mg in mgs]
                 rports = [p for mg in mgs for p in gmap[mg].ports]
-                mblob = self._replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
-            nrep = len(rports)
+                M = self._replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
+            rep = (M, rports, counts, one_group)
         if len(uni):
             self._checksums(X, uni)
-            xblob = X.tobytes()
-        gsel = sel.tolist()
-        if len(uni):
-            for j in uni.tolist():
-                k = gsel[j]
-                results[gl[k]] = [(ports[gl[k]], xblob[j * Lx:(j + 1) * Lx])]
-        if len(mc):
-            # every replica as (port, frame) in one pass, then one list slice per multicast packet
-            pairs = list(zip(rports, [mblob[q:q + Lx] for q in range(0, nrep * Lx, Lx)]))
-            tgt = [gl[gsel[j]] for j in mc.tolist()]
-            if one_group:
-                k = counts[0] if counts else 0
-                for t, q in zip(tgt, range(0, nrep, k) if k else [0] * len(tgt)):
-                    results[t] = pairs[q:q + k]
-            else:
-                pos = 0
-                for t, cnt in zip(tgt, counts):
-                    results[t] = pairs[pos:pos + cnt]
-                    pos += cnt
+        return X, Lx, uni, mc, rep
 
     def _rewrite_result_fields(self, X, Lx, sel, grow, E, N, vlen):
         """The result header fields of every row of ``X``, through a record view (returned): msg_type (and
@@ -137,13 +182,13 @@ class BatchEmitter:
         self._gvec[mgid] = g
         return g
 
-    def _replicate_one_group(self, X, mc, g: "_GroupVec") -> bytes:
+    def _replicate_one_group(self, X, mc, g: "_GroupVec") -> np.ndarray:
         """The replicas of rows ``mc`` of ``X``, all to group ``g`` whose every replica has a
         result_dst: the shared rewrites and the checksum's shared part once per row, then the
         per-replica fields and checksums broadcast over (rows, replicas)."""
         q, k = len(mc), len(g.ports)
         if not k:
-            return b""
+            return X[:0]
         ed, es, isr, ids, sp, dp, o, n, ck = self._rw
         S = X if q == len(X) else X[mc]           # X is the batch's own copy: rewrite it in place
         S[:, es:es + 6] = S[:, ed:ed + 6]
@@ -161,13 +206,13 @@ class BatchEmitter:
         c = (c & 0xFFFF) + (c >> 16)
         c = (c & 0xFFFF) + (c >> 16)
         M3[:, :, ck:ck + 2] = (~c & 0xFFFF).astype(">u2").view(np.uint8).reshape(q, k, 2)
-        return M.tobytes()
+        return M
 
-    def _replicate_groups(self, X, mc, gs: list, counts: list[int]) -> bytes:
+    def _replicate_groups(self, X, mc, gs: list, counts: list[int]) -> np.ndarray:
         """The replicas of rows ``mc`` of ``X``, row i to group ``gs[i]`` (``counts[i]`` replicas);
         a replica whose rid has no result_dst keeps the packet's addresses."""
         if not sum(counts):
-            return b""
+            return X[:0]
         ed, es, isr, ids, sp, dp, _o, _n, _ck = self._rw
         M = X[np.repeat(mc, counts)]
         w = np.concatenate([g.has for g in gs]).nonzero()[0]
@@ -181,7 +226,7 @@ class BatchEmitter:
             sub[:, dp:dp + 2] = np.concatenate([g.dport for g in gs])[w]
             M[w] = sub
         self._checksums(M)
-        return M.tobytes()
+        return M
 
     def _checksums(self, X, rows=None) -> None:
         """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""

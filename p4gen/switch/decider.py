@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import decision as dmod
 from .. import ops
-from .kernels import NP
+from .kernels import NP, observed
 from .state import ModelError
 
 
@@ -198,15 +198,20 @@ class Decider:
     def _make_loop(self):
         """The decision of a batch as one generated loop over int lists.
 
-        The plan's decision table is expanded per observation code into lists
-        indexed by one mixed-radix int ``o`` (so per packet and step one list
-        read picks the operation); each operation's statements are those
-        :meth:`Kernels.inline` derives from ``p4gen.ops``, with a branch only for the ops the table uses
-        in that step.  The loop takes the int lists it reads, named in
+        The plan's decision table is expanded per observation code (mixed-radix
+        ints ``o``), and the loop body is a tree over
+        those codes: at each node the observations so far are known, so the
+        step's operation is too, and its statements -- those
+        :meth:`Kernels.inline` derives from ``p4gen.ops`` -- are written out
+        there; a branch per code the operation can report (read off its
+        expression graph by :func:`.kernels.observed`) leads to the next step,
+        and each leaf appends its final code as a constant.  So a packet pays
+        for its own path's statements and comparisons, with no table look-up
+        or code arithmetic.  The loop takes the int lists it reads, named in
         ``self._vec_inputs`` (of ``_VEC_INPUTS``), and returns the lists of
         final observation codes, then of exponents out and next offsets out
         when a step sets them; the outcome and the values op follow from the
-        final code by table look-ups (numpy) in :meth:`_process_batch_vec`.
+        final code by table look-ups (numpy) in :meth:`_decide_vec`.
         """
         kernels = self._kernels
         env: dict[str, Any] = {}
@@ -230,55 +235,75 @@ class Decider:
                 out[o] = pick(v)
             return out
 
-        def branches(K, used, bodies, ind="        "):
-            """if/elif over the ops this step uses (op names -> lines); one op needs no test."""
-            used = sorted(used)
-            if len(used) == 1:
-                return [ind + line for line in bodies[used[0]]]
-            codes = {name: i for i, name in enumerate(used)}
-            env[K] = [codes[x] for x in env[K]]
-            lines = [f"{ind}op = {K}[o]"]
-            for i, name in enumerate(used):
-                lines.append(f"{ind}{'if' if i == 0 else 'elif'} op == {i}:")
-                lines += [ind + "    " + line for line in bodies[name]]
-            return lines
-
         self._vec_values_div = None
+        steps = []           # (role, op name per code, kernel per code, its observation's radix or None)
         for si, (role, lut) in enumerate(self._chain):
-            K = f"K{si}"
             names = table(lut, lambda kv: kv[1])
-            used = set(names)
             if role == "values":
                 env["VOP"] = np.array([kernels.vcode[x] for x in names], dtype=np.int8)
                 self._vec_values_at = len(prior)
                 continue
-            env[K] = names
+            if role not in self._LOOP_WIRING:
+                raise ModelError(f"no batch execution for register role {role!r}")
+            y = self.decision["steps"][si]["yields"]
+            steps.append((role, names, table(lut, lambda kv: kv[0]), radix[y] if y else None))
+            if y:
+                prior.append(y)
+        bodies: dict[tuple[str, str], list[str]] = {}
+
+        def body(role: str, op: str, kern, keep_y: bool) -> list[str]:
+            """The statements of ``op`` (derived from p4gen.ops), with the registers they touch bound in env;
+            ``keep_y``: its observation is assigned to ``y`` (not when the op can report one code only)."""
             if role == "bitmap" and len(self._bm) > 1:
                 env["bm"], env["bmf"] = self._bm, self._bm_full
-                env[K] = table(lut, lambda kv: kv[0])
-                src += ["        y = 0", f"        k = {K}[o]",
-                        "        for i, lanes in enumerate(bm):",
-                        "            t_l = lanes[copy]; o_l = lanes[1 - copy]",
-                        "            a, b, s = k(t_l[slot], o_l[slot], mask if i == word else 0, bmf[i])",
-                        "            t_l[slot] = a; o_l[slot] = b; y |= s"]
-            elif role in self._LOOP_WIRING:
+                k = env.setdefault(f"k_{role}_{op}", kern)
+                return ["y = 0", "for i, lanes in enumerate(bm):",
+                        "    t_l = lanes[copy]; o_l = lanes[1 - copy]",
+                        f"    a, b, s = k_{role}_{op}(t_l[slot], o_l[slot], mask if i == word else 0, bmf[i])",
+                        "    t_l[slot] = a; o_l[slot] = b; y |= s"] if k is kern else []
+            if (role, op, keep_y) not in bodies:
                 regs, inputs, loads, outputs = self._LOOP_WIRING[role]
+                if not keep_y:
+                    outputs = tuple(None if t == "y" else t for t in outputs)
                 for name, attr in regs.items():
                     env[name] = getattr(self, attr)
                 if role == "bitmap":
-                    env["bm0"], env["bm1"] = self._bm[0][0], self._bm[0][1]
-                    src += ["        if copy:", "            t_l = bm1; o_l = bm0",
-                            "        else:", "            t_l = bm0; o_l = bm1"]
                     inputs = {**inputs, "full": hex(self._bm_full[0])}
                 elif role == "counter":
                     inputs = {**inputs, "full": hex(self._counter_full)}
-                src += branches(K, used, {op: kernels.inline(role, op, inputs, loads, outputs, "_t") for op in used})
-            else:
-                raise ModelError(f"no batch execution for register role {role!r}")
-            step = self.decision["steps"][si]
-            if step["yields"]:
-                src.append(f"        o = o * {radix[step['yields']]} + y" if prior else "        o = y")
-                prior.append(step["yields"])
+                lines = kernels.inline(role, op, inputs, loads, outputs, "_t")
+                if role == "bitmap" and re.search(r"\b[to]_l\b", "\n".join(lines)):
+                    env["bm0"], env["bm1"] = self._bm[0][0], self._bm[0][1]
+                    lines = ["if copy:", "    t_l = bm1; o_l = bm0", "else:", "    t_l = bm0; o_l = bm1"] + lines
+                bodies[(role, op, keep_y)] = lines
+            return bodies[(role, op, keep_y)]
+
+        outs = ["O"] + (["E"] if "exponent" in roles else []) + (["N"] if "minnext" in roles else [])
+
+        def node(k: int, o: int, ind: str) -> list[str]:
+            """Steps k.. for packets whose observations so far have the code ``o``: the op of each step
+            is known here, and a branch per code the op can report leads to the next step (leaves
+            append the final code as a constant)."""
+            if k == len(steps):
+                return [ind + "; ".join(f"a{x}({ {'O': o, 'E': 'e_out', 'N': 'n_out'}[x] })" for x in outs)]
+            role, names, kerns, r = steps[k]
+            op = names[o]
+            ys = (observed(role, op) or list(range(r))) if r is not None else []
+            lines = [ind + line for line in body(role, op, kerns[o], len(ys) > 1 or role == "bitmap" and len(self._bm) > 1)]
+            if r is None:
+                return lines + node(k + 1, o, ind)
+            if len(ys) == 1:
+                return lines + node(k + 1, o * r + ys[0], ind)
+            for i, v in enumerate(ys):
+                lines.append(ind + ("else:" if i == len(ys) - 1 else f"{'if' if i == 0 else 'elif'} y == {v}:"))
+                lines += node(k + 1, o * r + v, ind + "    ")
+            return lines
+
+        ind = "        "
+        if self._omni:                    # OmniReduce's parser observes ``data`` first
+            src = [ind + "if data:"] + node(0, 1, ind + "    ") + [ind + "else:"] + node(0, 0, ind + "    ")
+        else:
+            src = node(0, 0, ind)
         # the values op from the final code: drop the digits of the observations made after the values step
         div = 1
         for name in prior[getattr(self, "_vec_values_at", len(prior)):]:
@@ -293,19 +318,18 @@ class Decider:
                              if self._vec_values_div is not None else np.full(ncodes, kernels.v_nop, dtype=np.intp))
         # the loop takes only the columns its body reads (m: the packet's bitmap mask when its
         # word is 0, else 0) and returns the codes, then exponents / next offsets when a step sets them
-        body = "\n".join(src)
-        self._vec_inputs = [x for x in self._VEC_INPUTS if re.search(rf"\b{x}\b", body)]
+        text = "\n".join(src)
+        self._vec_inputs = [x for x in self._VEC_INPUTS if re.search(rf"\b{x}\b", text)]
         self._vec_has_e, self._vec_has_n = "exponent" in roles, "minnext" in roles
-        outs = ["O"] + (["E"] if self._vec_has_e else []) + (["N"] if self._vec_has_n else [])
-        var = {"O": "o", "E": "e_out", "N": "n_out"}
         args = ", ".join(f"{x}_l" for x in self._vec_inputs)
         names = ", ".join(self._vec_inputs)
         head = [f"def loop({args}):",
                 "    " + "; ".join(f"{o} = []" for o in outs),
                 "    " + "; ".join(f"a{o} = {o}.append" for o in outs),
                 f"    for {names} in zip({args}):" if len(self._vec_inputs) > 1 else f"    for {names} in {args}:"]
-        tail = ["        " + "; ".join(f"a{o}({var[o]})" for o in outs), f"    return {', '.join(outs)},"]
-        exec(compile("\n".join(head + src + tail), "<p4gen decision loop>", "exec"), env)   # noqa: S102
+        tail = [f"    return {', '.join(outs)},"]
+        self._vec_source = "\n".join(head + src + tail)
+        exec(compile(self._vec_source, "<p4gen decision loop>", "exec"), env)   # noqa: S102
         return env["loop"]
 
     # how the generated loop reaches each scalar role's registers: the lists it binds (loop name ->

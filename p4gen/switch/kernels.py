@@ -230,6 +230,26 @@ def scalar_kernel(role: str, op: str):
     return _compile(src, f"{role}.{op}")
 
 
+def _values_of(e: Expr) -> set[int] | None:
+    """The values expression ``e`` can take, when they are constants or truth values (else None)."""
+    if e.kind == "const":
+        return {int(e.value())}
+    if e.kind == "ite":
+        a, b = _values_of(e.args[1]), _values_of(e.args[2])
+        return None if a is None or b is None else a | b
+    if e.kind in ("eq", "gt", "ne0"):
+        return {0, 1}
+    return None
+
+
+def observed(role: str, op: str) -> list[int] | None:
+    """The observation codes ``op`` of ``role`` can report (its result that goes to no register), read
+    off its expression graph, in increasing order; None when that result is not of that form."""
+    spec = SCALAR_ROLES[role]
+    vals = _values_of(_symbolic(role, op, {})[spec.stores.index(None)])
+    return None if vals is None else sorted(vals)
+
+
 # -- value lanes --------------------------------------------------------------------------------------
 
 
