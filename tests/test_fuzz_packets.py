@@ -1,9 +1,11 @@
 """Packet fuzzing against the switch model: hostile frames are counted and dropped, never change a sum.
 
-* ``process``, ``process_batch`` (vectorised: batches of at least 32 frames)
-  and the reference interpreter (``fast=False``) give identical outputs,
-  registers and counters on every fuzzed sequence of valid and hostile
-  frames, for the hardened and reference SwitchML variants and OmniReduce.
+* ``process``, ``process_batch`` (vectorised: batches of at least 32 frames),
+  ``process_matrix`` (the data plane's path: runs of frames of one length as
+  byte matrices, outputs per egress port) and the reference interpreter
+  (``fast=False``) give identical outputs, registers and counters on every
+  fuzzed sequence of valid and hostile frames, for the hardened and reference
+  SwitchML variants and OmniReduce.
 * Each hostile frame lands in the counter :data:`fuzz_frames.KINDS` names
   for it, and in no other.
 * A real all-reduce runs while hostile frames arrive between its packets:
@@ -81,6 +83,7 @@ def _sequence(t: F.Target, items, valid_seed: int) -> list[tuple[bytes, int]]:
 @example(items=[("runt", 0, 1)] * 8 + [("runt", 0, 50)] * 2, valid_seed=5511, cuts=[32])
 def test_process_and_process_batch_agree(variant, items, valid_seed, cuts):
     one, batch, ref = _configured(variant), _configured(variant), _configured(variant, fast=False)
+    mat = _configured(variant)
     frames = _sequence(_target(variant), items, valid_seed)
     want = [one.process(f, p) for f, p in frames]
     assert [ref.process(f, p) for f, p in frames] == want
@@ -90,8 +93,39 @@ def test_process_and_process_batch_agree(variant, items, valid_seed, cuts):
         got += batch.process_batch(frames[i:i + n])
         i, k = i + n, k + 1
     assert got == want
-    assert batch.counter_read() == one.counter_read() == ref.counter_read()
-    assert _registers(batch) == _registers(one) == _registers(ref)
+    assert _matrix_runs(mat, frames, cuts) == _per_port(want)
+    assert batch.counter_read() == one.counter_read() == ref.counter_read() == mat.counter_read()
+    assert _registers(batch) == _registers(one) == _registers(ref) == _registers(mat)
+
+
+def _per_port(outputs) -> dict[int, list[bytes]]:
+    """Per-frame outputs (lists of (port, frame)) as each egress port's frames in order."""
+    out: dict[int, list[bytes]] = {}
+    for outs in outputs:
+        for port, frame in outs:
+            out.setdefault(port, []).append(bytes(frame))
+    return out
+
+
+def _matrix_runs(m: SwitchModel, frames, cuts) -> dict[int, list[bytes]]:
+    """``frames`` through ``process_matrix`` as the data plane hands them over: batches cut at ``cuts``,
+    each split into runs of one frame length; each egress port's frames in order."""
+    got: dict[int, list[bytes]] = {}
+    i, k = 0, 0
+    while i < len(frames):
+        part = frames[i:i + cuts[k % len(cuts)]]
+        i, k = i + len(part), k + 1
+        j = 0
+        while j < len(part):
+            e = j + 1
+            while e < len(part) and len(part[e][0]) == len(part[j][0]):
+                e += 1
+            run = part[j:e]
+            j = e
+            A8 = np.frombuffer(b"".join(f for f, _p in run), np.uint8).reshape(len(run), -1).copy()
+            for port, M in m.process_matrix(A8, np.array([p for _f, p in run], dtype=np.int64)):
+                got.setdefault(port, []).extend(r.tobytes() for r in M)
+    return got
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from p4gen import wire as W
 from p4gen.host import packet as P
+from p4gen.layout.shape import PassShape
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
@@ -26,6 +27,10 @@ PLANS = {
     "reference": _plan("reference"),
     "hardened": _plan("hardened"),
     "hardened-2pass-2words": _plan("hardened", "tofino", 128, 40),
+    # layouts of p4gen plan: 4 streamed passes in one pipe; 2 passes folded over 2 pipes (per-pipe arrays)
+    "hardened-stream4": _plan("hardened", "tofino", 256, 40),
+    "hardened-folded2": make_plan(make_spec(slots=4, elements_per_packet=128, max_workers=40), load_target("tofino"),
+                                  PassShape(2, "resident", 2)),
     "omnireduce": make_plan(make_spec(protocol="omnireduce", slots=4, elements_per_packet=8), load_target("bmv2")),
 }
 
