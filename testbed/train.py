@@ -112,6 +112,8 @@ def _cmd_train(args) -> int:
     protocols = _protocols(args.protocol)
     if args.epochs < 1:
         raise TestbedError(f"--epochs {args.epochs} must be at least 1")
+    if args.png:
+        _matplotlib()                 # before the runs, not after them
     records: dict[str, dict] = {}
 
     def runs():
@@ -146,13 +148,17 @@ def _cmd_train(args) -> int:
     return 0 if ok else 1
 
 
-def plot(records: dict[str, dict], path: str) -> None:
-    """Loss per step and test accuracy per epoch of each run, one PNG."""
+def _matplotlib():
     try:
         import matplotlib
     except ImportError:
-        raise TestbedError("--png needs matplotlib (the bench extra)") from None
-    matplotlib.use("Agg")
+        raise TestbedError("--png needs matplotlib (the bench extra: pip install 'p4gen[bench]')") from None
+    return matplotlib
+
+
+def plot(records: dict[str, dict], path: str) -> None:
+    """Loss per step and test accuracy per epoch of each run, one PNG."""
+    _matplotlib().use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))

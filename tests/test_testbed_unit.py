@@ -215,3 +215,15 @@ def test_a_failed_training_run_reports_the_scripts_own_error_not_torchruns_banne
     assert _reason(Proc("h1", None, log)) == "p4gen.torch.train: rank 0: No module named 'sklearn'"
     log.write_text("Killed\n")
     assert _reason(Proc("h1", None, log)) == "Killed"
+
+
+def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypatch, capsys):
+    import sys
+
+    from p4gen.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib raises ImportError
+    monkeypatch.setattr(cli, "_network", lambda *a: pytest.fail("a network was built"))
+    assert main(["testbed", "train", "--workers", "4", "--png", "x.png"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert err == "p4gen: error: --png needs matplotlib (the bench extra: pip install 'p4gen[bench]')", err
