@@ -1,10 +1,10 @@
 """The layout cost model against the testbed: predicted and measured all-reduce times on bmv2 layouts.
 
-    sudo flock /tmp/p4gen-bench.lock flock /tmp/p4gen-net.lock .venv/bin/python bench/plan.py \\
+    sudo .venv/bin/python bench/plan.py \\
         [--workers 4] [--bw 5] [--size 4MiB] [--elements 32,64,128,256] [--json bench-plan.json]
 
 For each element count: a bmv2-target build (one pass; BMv2 has no stage limits), one
-SwitchML all-reduce through the software data plane on a star of htb-shaped links, and
+SwitchML all-reduce through the software switch on a Mininet star of TCLink (htb) links, and
 the model's prediction for the same layout, window, link rate and RTT, at three windows:
 the one ``p4gen plan`` picks (twice the smallest that reaches the other bounds, its
 default ``--window-headroom``), that smallest window itself ("no headroom"), and 1, on a
@@ -41,7 +41,7 @@ from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.cli import parse_size
 from p4gen.spec import make_spec
 from p4gen.target import load_target
-from p4gen.testbed import harness, netns
+from p4gen.testbed import harness
 from p4gen.testbed.net import Network
 from p4gen.testbed.nodes import SoftSwitch
 from p4gen.testbed.topo import star
@@ -53,7 +53,7 @@ PROBE_CHUNKS = 400
 def ping_rtt_us(net: Network) -> float:
     """Host-to-host ping through the switch, halved (it crosses the switch twice), in microseconds."""
     a, b = net.topo.hosts[0], net.topo.hosts[1]
-    out = netns.sh(["ping", "-q", "-c", "40", "-i", "0.05", b.ip], ns=net.ns(a.name), timeout=30)
+    out = net.host(a.name).cmd(f"ping -q -c 40 -i 0.05 -W 2 {b.ip}")
     m = re.search(r"= [0-9.]+/([0-9.]+)/", out)
     if not m:
         raise RuntimeError(f"no ping summary in: {out.strip()[-200:]}")
