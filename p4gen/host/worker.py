@@ -17,6 +17,11 @@ Protocol (SwitchML, NSDI'21):
   slots continues with ``tsi_base = next_tsi_base`` (see
   :attr:`Worker.next_tsi_base`): every slot then sees its indices ``window``
   apart and its copies alternate, as within one tensor;
+* every index ``0 .. indices-1`` goes out, so each slot copy's tsi moves on
+  by exactly two windows (``2 * window``) from one use to the next: the
+  hardened switch takes a newer tsi only that far ahead of the copy's
+  (``advance_window``, see ``p4gen.ops``), which keeps one corrupted frame
+  with a huge tsi from stranding the copy;
 * at most one index per slot is outstanding.  A result is accepted only
   when its ``tsi``, slot and copy are those of the outstanding index (stale
   or duplicate results are ignored); then the next index of that slot goes
@@ -175,9 +180,6 @@ class Worker:
         self._started = False
 
     # -- protocol indices -------------------------------------------------
-    def _needed(self, t: int) -> bool:
-        return t < self.chunks or 0 <= t - self.lag < self.chunks
-
     def pool_index(self, t: int) -> int:
         g = self.tsi_base + t
         return (((g // self.window) & 1) << self.slot_bits) | (g % self.window)
@@ -226,8 +228,6 @@ class Worker:
 
     def _next_on_slot(self, j: int, after: int) -> int:
         t = after + self.window
-        while t < self.indices and not self._needed(t):
-            t += self.window
         return t if t < self.indices else -1
 
     # -- driving ------------------------------------------------------------
@@ -238,9 +238,7 @@ class Worker:
         self._started = True
         out = []
         for t0 in range(min(self.window, self.indices)):
-            t = t0 if self._needed(t0) else self._next_on_slot(t0, t0)
-            if t >= 0:
-                out.append(self._send((self.tsi_base + t0) % self.window, t, now, True))
+            out.append(self._send((self.tsi_base + t0) % self.window, t0, now, True))
         return out
 
     def _parse(self, frame):
