@@ -95,8 +95,10 @@ _HARDENED: dict[str, Any] = {
     "variant": "hardened",
     "assumption": "none on the network (loss, duplication and reordering allowed); results labelled with the chunk offset and checked by workers",
     "steps": [
+        # a copy moves on to a newer chunk only within two of the job's windows (the protocol never moves a
+        # copy further), so one corrupted frame with a huge tsi is dropped as stale instead of stranding the copy
         {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
-         "rules": [{"match": {}, "op": "advance"}]},
+         "rules": [{"match": {}, "op": "advance_window"}]},
         {"name": "bitmap", "role": "bitmap", "keys": ["cmp"], "yields": "seen",
          "rules": [{"match": {"cmp": "gt"}, "op": "reset_set"},
                    {"match": {"cmp": "eq"}, "op": "set"},
@@ -137,7 +139,9 @@ _OMNIREDUCE: dict[str, Any] = {
     "variant": "hardened",
     "assumption": _HARDENED["assumption"],
     "steps": [
-        _HARDENED["steps"][0],
+        # rounds of a stream skip the blocks every worker holds as zero: their tsi gaps have no bound
+        {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
+         "rules": [{"match": {}, "op": "advance"}]},
         _HARDENED["steps"][1],
         _HARDENED["steps"][2],
         _HARDENED["steps"][3],

@@ -43,6 +43,8 @@ OUTCOME_NAMES = {OUT_DROP: "drop", OUT_MULTICAST: "multicast", OUT_UNICAST: "uni
 OPS: dict[str, dict[str, str]] = {
     "chunk": {
         "advance": "store the packet's chunk if it is newer; report lt / eq / gt",
+        "advance_window": "store the packet's chunk if it is newer by at most the bound (the job's two windows); "
+                          "report gt; eq when equal; lt when older or further ahead (dropped as stale)",
     },
     "bitmap": {
         "set_clear": "set the worker's bit in this copy, clear it in the other; report whether it was set",
@@ -86,6 +88,7 @@ class Algebra(Protocol):
     def eq(self, a: Any, b: Any) -> Any: ...
     def ugt(self, a: Any, b: Any) -> Any: ...
     def add(self, a: Any, b: Any, bits: int) -> Any: ...
+    def sub(self, a: Any, b: Any, bits: int) -> Any: ...
     def band(self, a: Any, b: Any) -> Any: ...
     def bor(self, a: Any, b: Any) -> Any: ...
     def bnot(self, a: Any, bits: int) -> Any: ...
@@ -109,6 +112,9 @@ class IntAlgebra:
     def add(self, a, b, bits):
         return (a + b) & ((1 << bits) - 1)
 
+    def sub(self, a, b, bits):
+        return (a - b) & ((1 << bits) - 1)
+
     def band(self, a, b):
         return a & b
 
@@ -131,13 +137,20 @@ class IntAlgebra:
 INT = IntAlgebra()
 
 
-def chunk_op(op: str, stored, tsi, A: Algebra = INT):
-    """Return (new_stored, cmp_code)."""
-    if op != "advance":
-        raise KeyError(f"chunk op {op!r}")
+def chunk_op(op: str, stored, tsi, A: Algebra = INT, bound=0):
+    """Return (new_stored, cmp_code).  ``bound``: how far ahead of the stored chunk ``advance_window``
+    accepts a tsi (the switch passes two of the job's windows, ``2 * slot_count``)."""
     newer = A.ugt(tsi, stored)
-    cmp = A.ite(newer, A.const(CMP_GT, 8), A.ite(A.eq(tsi, stored), A.const(CMP_EQ, 8), A.const(CMP_LT, 8)))
-    return A.ite(newer, tsi, stored), cmp
+    gt, eq, lt = A.const(CMP_GT, 8), A.const(CMP_EQ, 8), A.const(CMP_LT, 8)
+    if op == "advance":
+        return A.ite(newer, tsi, stored), A.ite(newer, gt, A.ite(A.eq(tsi, stored), eq, lt))
+    if op == "advance_window":
+        # tsi - stored does not wrap where it is read (tsi is newer); one corrupted frame cannot move the
+        # copy further ahead than the protocol ever does, so it cannot strand the copy's round
+        far = A.ugt(A.sub(tsi, stored, 32), bound)
+        return (A.ite(newer, A.ite(far, stored, tsi), stored),
+                A.ite(newer, A.ite(far, lt, gt), A.ite(A.eq(tsi, stored), eq, lt)))
+    raise KeyError(f"chunk op {op!r}")
 
 
 def bitmap_op(op: str, this, other, mask, bits: int = 32, A: Algebra = INT):

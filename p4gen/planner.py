@@ -66,6 +66,7 @@ METADATA: list[tuple[str, int]] = [
     ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8),
     ("chunk_op", 8), ("bitmap_op", 8), ("counter_op", 8), ("exponent_op", 8), ("values_op", 8),
     ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8), ("minnext_op", 8),
+    ("chunk_floor", 32),     # TNA: the oldest stored chunk a newer tsi may move on from (tsi - 2 * slot_count)
 ]
 
 

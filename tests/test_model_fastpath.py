@@ -25,9 +25,9 @@ SW = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48870)
 
 
 # -- kernels == ops ---------------------------------------------------------------
-@given(stored=INTS, tsi=INTS)
-def test_chunk_kernel(stored, tsi):
-    assert FAST_KERNELS["chunk"]["advance"](stored, tsi) == ops.chunk_op("advance", stored, tsi)
+@given(op=st.sampled_from(sorted(ops.OPS["chunk"])), stored=INTS, tsi=INTS, bound=INTS)
+def test_chunk_kernel(op, stored, tsi, bound):
+    assert FAST_KERNELS["chunk"][op](stored, tsi, bound) == ops.chunk_op(op, stored, tsi, ops.INT, bound)
 
 
 @given(op=st.sampled_from(sorted(ops.OPS["bitmap"])), this=INTS, other=INTS,

@@ -43,6 +43,9 @@ class BitVecAlgebra:
     def add(self, a, b, bits):
         return a + b
 
+    def sub(self, a, b, bits):
+        return a - b
+
     def band(self, a, b):
         return a & b
 
@@ -97,7 +100,7 @@ def _initial(prog: Program, plan, role: str, op: str) -> dict:
     """State before the step: metadata zero (both architectures start it so) but the fields the apply
     block set before the step, free symbols for headers and registers, the op code of ``op``."""
     state = {k: z3.BitVecVal(0, b) for k, b in prog.widths.items() if k.startswith("meta.")}
-    for f in ("copy", "num_workers", "sc_index", "vidx", "slot", "word", "mask", "mask0"):
+    for f in ("copy", "num_workers", "sc_index", "vidx", "slot", "word", "mask", "mask0", "slot_count"):
         state[f"meta.{f}"] = z3.BitVec(f"meta.{f}", prog.widths[f"meta.{f}"])
     state["meta.known"] = z3.BitVecVal(1, 1)
     state[f"meta.{role}_op"] = z3.BitVecVal(plan.params["op_codes"][role][op], 8)   # what the step's table sets
@@ -138,7 +141,8 @@ def _pairs(plan, role: str, op: str, b, a, prog: Program) -> list:
     (r,) = regs
     stored, cell = _cell(b, prog, r["name"]), _cell(a, prog, r["name"])
     if role == "chunk":
-        new, y = ops.chunk_op(op, stored, b("hdr.agg.tsi"), BV)
+        # the switch's bound: two of the job's windows
+        new, y = ops.chunk_op(op, stored, b("hdr.agg.tsi"), BV, z3.ZeroExt(16, b("meta.slot_count")) << 1)
         return [(cell, new), (a("meta.cmp"), y)]
     if role == "counter":
         new, y = ops.counter_op(op, stored, b("meta.num_workers"), 32, BV)

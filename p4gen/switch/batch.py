@@ -72,10 +72,10 @@ class BatchExecutor:
             if ctx is None:
                 results[i] = []
                 continue
-            sc, slot, copy, word, mask, nw, mgid, data = ctx
+            sc, slot, copy, word, mask, nw, mgid, data, bound = ctx
             vop: list = []
             action, stat, exp_out, _, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[i_tsi], u[i_exp],
-                                                       data, u[i_next] if omni else 0, vop)
+                                                       data, u[i_next] if omni else 0, vop, bound)
             pk[stat] += 1
             by[stat] += len(frame)
             deferred.append((i, frame, port, u, action, exp_out, mgid, vop[0] if vop else None, data, nxt_out))
@@ -371,7 +371,8 @@ class BatchExecutor:
         exp_c = gcol("agg.exponent")
         column = {"sc": lambda: sc, "slot": lambda: slot, "copy": lambda: copy, "word": lambda: pv[:, 1],
                   "mask": lambda: pv[:, 2], "m": lambda: pv[:, 7],
-                  "n": lambda: pv[:, 3], "tsi": lambda: gcol("agg.tsi"), "exp": lambda: exp_c,
+                  "n": lambda: pv[:, 3], "tsi": lambda: gcol("agg.tsi"), "bound": lambda: pv[:, 5] * 2,
+                  "exp": lambda: exp_c,
                   "data": lambda: data, "nxt": lambda: gcol("agg.next")}
         outs = self._vec_loop(*[column[x]().tolist() for x in self._vec_inputs])
         O_a = np.fromiter(outs[0], dtype=np.int64, count=m)      # fromiter: far cheaper than asarray on a list

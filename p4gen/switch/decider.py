@@ -56,12 +56,13 @@ class Decider:
     def _make_decider(self):
         """The compiled decision as one closure over the registers (locals, not attribute lookups).
 
-        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None)``
+        ``decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None, bound=0)``
         returns (outcome code, stat index, exponent out, values out, next out); with
         ``defer`` (a list) the values step is not executed but appended as
         (op name, first register row) for :meth:`_apply_values_batch`.  ``data``
         (OmniReduce) says whether the packet carries a data header; without one
-        the value kernels read zeros.
+        the value kernels read zeros.  ``bound``: how far ahead of a copy's
+        chunk a tsi may be (two of the job's windows, ``2 * slot_count``).
         """
         CHUNK, BITMAP, COUNTER, EXPONENT, VALUES, MINNEXT = range(6)
         role_id = {"chunk": CHUNK, "bitmap": BITMAP, "counter": COUNTER, "exponent": EXPONENT, "values": VALUES,
@@ -83,7 +84,7 @@ class Decider:
         omni = self._omni
         touches = {op: f.touches for op, f in self._kernels.values.items()}
 
-        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None):
+        def decide(frame, sc, slot, copy, word, mask, n, tsi, exp, data=1, nxt=0, defer=None, bound=0):
             o = (data,) if omni else ()
             exp_out = exp
             nxt_out = nxt
@@ -110,7 +111,7 @@ class Decider:
                     counter_reg[sc], y = k(counter_reg[sc], n, counter_full)
                     o = o + (y,)
                 elif role == CHUNK:
-                    chunk_reg[sc], y = k(chunk_reg[sc], tsi)
+                    chunk_reg[sc], y = k(chunk_reg[sc], tsi, bound)
                     o = o + (y,)
                 elif role == EXPONENT:
                     exp_reg[sc], exp_out = k(exp_reg[sc], exp)
@@ -130,7 +131,7 @@ class Decider:
         return decide
 
     def _decide_reference(self, frame, sc: int, slot: int, copy: int, word: int, mask: int, n: int, tsi: int,
-                          exp: int, data: int = 1, nxt: int = 0):
+                          exp: int, data: int = 1, nxt: int = 0, defer=None, bound: int = 0):
         """The same decision, straight from decision.lookup and p4gen.ops (no precomputation).
 
         With ``self.entry_trace`` a list, every step appends the const entry it
@@ -148,7 +149,7 @@ class Decider:
             role = step["role"]
             y = None
             if role == "chunk":
-                self._chunk[sc], c = ops.chunk_op(op, self._chunk[sc], tsi, ops.INT)
+                self._chunk[sc], c = ops.chunk_op(op, self._chunk[sc], tsi, ops.INT, bound)
                 y = ops.CMP_NAMES[c]
             elif role == "bitmap":
                 seen = False
@@ -336,7 +337,8 @@ class Decider:
     # attribute), the loop's locals for the op parameters, the register entries a parameter is loaded
     # from, and where each op result goes (the bitmap step picks this copy's and the other copy's lanes first)
     _LOOP_WIRING = {
-        "chunk": ({"chunk": "_chunk"}, {"stored": "s", "tsi": "tsi"}, {"stored": "chunk[sc]"}, ("chunk[sc]", "y")),
+        "chunk": ({"chunk": "_chunk"}, {"stored": "s", "tsi": "tsi", "bound": "bound"}, {"stored": "chunk[sc]"},
+                  ("chunk[sc]", "y")),
         "counter": ({"cnt": "_counter"}, {"count": "c", "n": "n"}, {"count": "cnt[sc]"}, ("cnt[sc]", "y")),
         "exponent": ({"expo": "_exponent"}, {"stored": "s", "exp": "exp"}, {"stored": "expo[sc]"},
                      ("expo[sc]", "e_out")),
@@ -346,4 +348,4 @@ class Decider:
     }
 
     # columns a generated decision loop may read, in its argument order
-    _VEC_INPUTS = ("sc", "slot", "copy", "word", "mask", "m", "n", "tsi", "exp", "data", "nxt")
+    _VEC_INPUTS = ("sc", "slot", "copy", "word", "mask", "m", "n", "tsi", "bound", "exp", "data", "nxt")

@@ -186,17 +186,17 @@ class PacketInterpreter:
         slot = (slot_base + sij) & 0xFFFF
         if self._agg_rx is not None:
             self._count(self._agg_rx, n)
-        return (slot << 1) | copy, slot, copy, word, mask, nw, mgid, data
+        return (slot << 1) | copy, slot, copy, word, mask, nw, mgid, data, 2 * slot_count
 
     def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
         ctx = self._admit(frame, port, u)
         if ctx is None:
             return []
-        sc, slot, copy, word, mask, nw, mgid, data = ctx
+        sc, slot, copy, word, mask, nw, mgid, data, bound = ctx
         decide = self._decide_fast if self.fast else self._decide_reference
         nxt = u[self._i_next] if self._omni else 0
         action, stat, exp_out, vals_out, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
-                                                          u[self._i_exp], data, nxt)
+                                                          u[self._i_exp], data, nxt, None, bound)
         self._count(stat, len(frame))
         if action == ops.OUT_DROP:
             return []

@@ -89,6 +89,9 @@ class SourceAlgebra:
     def add(self, a, b, bits):
         return Expr("add", a, b, bits)
 
+    def sub(self, a, b, bits):
+        return Expr("sub", a, b, bits)
+
     def band(self, a, b):
         return Expr("and", a, b)
 
@@ -127,6 +130,8 @@ def _text(e: Expr, names: dict[int, str]) -> str:
         return f"({_text(a[1], names)} if {_text(a[0], names)} else {_text(a[2], names)})"
     if k == "add":
         return f"(({_text(a[0], names)} + {_text(a[1], names)}) & {_mask(a[2])})"
+    if k == "sub":
+        return f"(({_text(a[0], names)} - {_text(a[1], names)}) & {_mask(a[2])})"
     if k == "not":
         return f"(~{_text(a[0], names)} & {_mask(a[1])})"
     return _FORMS[k].format(*(_text(x, names) for x in a))
@@ -191,7 +196,8 @@ class ScalarRole:
 
 
 SCALAR_ROLES: dict[str, ScalarRole] = {
-    "chunk": ScalarRole(("stored", "tsi"), lambda op, v, A, w: ops.chunk_op(op, v["stored"], v["tsi"], A),
+    "chunk": ScalarRole(("stored", "tsi", "bound"),
+                        lambda op, v, A, w: ops.chunk_op(op, v["stored"], v["tsi"], A, v["bound"]),
                         ("stored", None)),
     "bitmap": ScalarRole(("this", "other", "mask", "full"),
                          lambda op, v, A, w: ops.bitmap_op(op, v["this"], v["other"], v["mask"], w, A),

@@ -256,6 +256,7 @@ struct metadata_t {
     bit<16> in_port;
     bit<8> data;
     bit<8> minnext_op;
+    bit<32> chunk_floor;
     bit<32> mask0;
     bit<8> seen0;
 }

@@ -176,6 +176,7 @@ struct metadata_t {
     bit<16> in_port;
     bit<8> data;
     bit<8> minnext_op;
+    bit<32> chunk_floor;
     bit<32> mask0;
     bit<8> seen0;
 }
@@ -220,6 +221,7 @@ parser P4genIngressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.in_port = 0;
         meta.data = 0;
         meta.minnext_op = 0;
+        meta.chunk_floor = 0;
         meta.mask0 = 0;
         meta.seen0 = 0;
         transition parse_ethernet;
@@ -1744,6 +1746,7 @@ parser P4genEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.in_port = 0;
         meta.data = 0;
         meta.minnext_op = 0;
+        meta.chunk_floor = 0;
         meta.mask0 = 0;
         meta.seen0 = 0;
         transition parse_ethernet;
