@@ -120,7 +120,7 @@ def test_table_paths_are_exclusive_and_exhaustive(variant):
     k = z3.Int("k")
     pkt = paths.Packet(tsi=k + 1, mask=Mask(0), n=ws.N, values=Shares.packet(ws, 0, k),
                        exponent=Shares.packet(ws, 0, k), nxt=z3.Int("nx"),
-                       obs={"data": z3.If(z3.Bool("d"), z3.IntVal(1), z3.IntVal(0))})
+                       obs={"data": z3.If(z3.Bool("d"), z3.IntVal(1), z3.IntVal(0))}, bound=z3.Int("window"))
     regs = {"chk": s.chk[1], "this": s.bm[1], "other": s.bm[0], "cnt": s.cnt[1], "val": s.sh[1], "exp": s.ex[1],
             "mn": z3.Int("mn")}
     feasible = lambda _ops, cond: paths.feasible(cond)  # noqa: E731
@@ -159,7 +159,7 @@ def test_paths_read_the_decision_table():
     m2 = base_model("hardened", t)
     after = {c.label for c in m2.cases(engine.State.fresh(m2.schema, ws, "x"), ws, m2.globals(ws)[0],
                                        engine.Event("deliver", 0, 0), z3.Int("k"), True)}
-    assert "advance/set/inc_sat/max/add" in before and "advance/set/inc_sat/max/add" not in after
+    assert "advance_window/set/inc_sat/max/add" in before and "advance_window/set/inc_sat/max/add" not in after
     assert paths.COUNTER_BITS == 32
 
 

@@ -1,5 +1,7 @@
 """Every seeded mutant is refuted by a concrete trace from the initial state, naming the property it breaks."""
 
+from dataclasses import replace
+
 import pytest
 
 from p4gen import decision
@@ -21,11 +23,12 @@ EXPECTED = {
     "mid_write": ("exact_result", 3),
     "add_write_swapped": ("exact_result", 2),
     "hardened_no_bitmap_check": ("exact_result", 2),
-    "hardened_no_stale_drop": ("exact_result", 9),
+    "hardened_no_stale_drop": ("far_tsi_ignored", 1),      # older and far-ahead frames both report lt
     "hardened_last_absorbed": ("completion_multicast", 2),
     "hardened_retransmission_multicast": ("retransmission_unicast", 3),
     "hardened_mid_write": ("exact_result", 3),
     "hardened_add_write_swapped": ("exact_result", 2),
+    "hardened_unbounded_advance": ("far_tsi_ignored", 1),
     "omni_minnext_last_writer": ("min_next", 2),
     "omni_header_only_adds": ("exact_result", 2),
     "omni_no_shadow_copy": ("copy_reuse", 4),
@@ -69,6 +72,22 @@ def test_mutant_refuted(mutant):
         result = last.action.split("next=")[1].split()[0].rstrip(",")
         nums = [int(x) for x in announced if x != "none"]
         assert nums and result != str(min(nums))
+
+
+def test_a_deep_trace():
+    # without the far-ahead frames the stale-drop mutant needs 9 events: an old packet taken as current
+    m = next(x for x in CATALOGUE if x.name == "hardened_no_stale_drop")
+    model = replace(mutant_model(m), far_frames=False)
+    cex = bmc(model, 2, 12)
+    assert cex is not None and cex.prop == "exact_result" and cex.steps <= 9, cex and "\n".join(cex.format())
+    assert any("old packet" in r.event for r in cex.rows)
+
+
+def test_far_ahead_frame_trace():
+    m = next(x for x in CATALOGUE if x.name == "hardened_unbounded_advance")
+    cex = bmc(mutant_model(m), 2, 4)
+    assert cex.steps == 1 and "more than two windows ahead" in cex.rows[0].event
+    assert "violates far_tsi_ignored" in "\n".join(cex.format())
 
 
 def test_a_mutant_is_not_proved():

@@ -295,7 +295,7 @@ class TraceRow:
     worker: int
     slot: int
     copy: int
-    chunk: int
+    chunk: Any          # the chunk or tsi the event is about
     event: str
     action: str
 

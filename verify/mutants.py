@@ -148,6 +148,9 @@ CATALOGUE: list[Mutant] = [
            _table(_MID_WRITE), 3),
     Mutant("hardened_add_write_swapped", "hardened", "hardened: the first contribution adds and the later ones write",
            _table(_SWAP)),
+    Mutant("hardened_unbounded_advance", "hardened",
+           "hardened: a newer tsi moves the copy on however far ahead it is (advance, not advance_window)",
+           _table(lambda t: set_op(t, "chunk", "advance_window", "advance"))),
     # OmniReduce
     Mutant("omni_minnext_last_writer", "omnireduce", "the minnext register keeps the last packet's offset (write, not min)",
            _table(lambda t: set_op(t, "minnext", "min", "write"))),

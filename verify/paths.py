@@ -38,6 +38,7 @@ class Packet:
     exponent: Any          # Shares
     nxt: Any = None        # OmniReduce: the packet's next offset
     obs: dict = field(default_factory=dict)   # observations before the first step (OmniReduce: data)
+    bound: Any = None      # how far ahead of the stored chunk advance_window takes a tsi
 
 
 @dataclass
@@ -106,7 +107,9 @@ def table_paths(table: dict[str, Any], ws: Workers, regs: dict[str, Any], pkt: P
                 reg, obs = dict(pa.reg), dict(pa.obs)
                 y = None
                 if role == "chunk":
-                    reg["chk"], y = ops.chunk_op(op, reg["chk"], pkt.tsi, Z3)
+                    if op == "advance_window" and pkt.bound is None:
+                        raise KeyError("advance_window in a table of a protocol whose tsi gaps have no bound")
+                    reg["chk"], y = ops.chunk_op(op, reg["chk"], pkt.tsi, Z3, pkt.bound)
                 elif role == "bitmap":
                     t, o, seen = ops.bitmap_op(op, reg["this"], reg["other"], pkt.mask, COUNTER_BITS, bits)
                     reg["this"], reg["other"] = bits.word(t), bits.word(o)

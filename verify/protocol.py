@@ -53,10 +53,10 @@ import z3
 from p4gen import decision
 
 from .cardinality import card
-from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep
+from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
 from .paths import Packet, feasible, outcome, table_paths
 from .workers import Workers, define, sel
-from .z3alg import BitSet, Mask, Shares
+from .z3alg import JUNK, BitSet, Mask, Shares
 
 PROPERTIES: dict[str, str] = {
     "exact_result": "every result the switch sends is the sum of exactly one contribution of every worker "
@@ -75,6 +75,13 @@ PROPERTIES: dict[str, str] = {
                               "answer to a retransmission goes to its sender only",
 }
 
+# tables that keep a chunk per copy (hardened) also answer for frames far ahead of it
+FAR_PROPERTIES: dict[str, str] = {
+    "far_tsi_ignored": "a frame from a registered worker whose tsi is more than two of the job's windows ahead of "
+                       "the copy's chunk changes no register and sends nothing (one corrupted frame cannot "
+                       "strand a copy)",
+}
+
 SCHEMA = {"bm": ("bits", 2), "cnt": ("int", 2), "chk": ("int", 2), "sh": ("shares", 2), "ex": ("shares", 2),
           "cur": ("wint", None), "lo": ("wint", None), "avail": ("wbool", None), "abad": ("wbool", None),
           "stale": ("wbool", None), "top": ("int", None)}
@@ -88,15 +95,19 @@ class SwitchML(Model):
     label_check: bool = True
     counter_delta: int = 0         # num_workers the counter compares with = n + delta
     slots: int = 512               # display only
+    far_frames: bool = True        # hardened tables: a registered worker's corrupted frame far ahead (deliver_far)
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     name = "switchml"
-    properties = PROPERTIES
     schema = SCHEMA
 
     @property
     def hardened(self) -> bool:
         return decision.step(self.table, "chunk") is not None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return {**PROPERTIES, **FAR_PROPERTIES} if self.hardened and self.far_frames else PROPERTIES
 
     def globals(self, ws: Workers):
         off = z3.Int("off")
@@ -117,6 +128,8 @@ class SwitchML(Model):
         ev.append(Event("recv", w))
         if not self.label_check:
             ev.append(Event("recv_stale", w))
+        if self.hardened and self.far_frames:
+            ev += [Event("deliver_far", w, v) for v in (0, 1)]
         return ev
 
     def bitmaps(self, s: State) -> list[BitSet]:
@@ -126,39 +139,65 @@ class SwitchML(Model):
         return View(self, s, ws, g["off"])
 
     # -- transitions ------------------------------------------------------
-    def _prune(self, ws: Workers, w, v):
-        key0 = (ws.concrete, isinstance(w, int), v)
+    def _prune(self, ws: Workers, w, v, kind: str, extra: list):
+        key0 = (ws.concrete, isinstance(w, int), v, kind)
 
         def ok(path_ops: tuple, cond: list) -> bool:
             key = key0 + path_ops
             if key not in self._feasible:
-                self._feasible[key] = feasible(cond)
+                self._feasible[key] = feasible(cond, extra)
             return self._feasible[key]
         return ok
 
     def cases(self, s: State, ws: Workers, g, ev: Event, k, prune: bool) -> list[Case]:
-        if ev.kind != "deliver":
+        if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
-        pkt = Packet(tsi=k + g["off"], mask=Mask(w), n=ws.N + self.counter_delta,
-                     values=Shares.packet(ws, w, k), exponent=Shares.packet(ws, w, k))
+        # how far ahead of the stored chunk the switch takes a tsi: 2 * slot_count in tsi units, at least
+        # two chunks of this slot (tsi = slot + k * window, window <= slot_count) in the model's units
+        bound = step_local(k, f"window{v}")
+        far = ev.kind == "deliver_far"
+        extra = [bound >= 2]
+        if far:
+            ahead = step_local(k, f"ahead{v}")
+            extra.append(ahead >= 1)
+            pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N + self.counter_delta,
+                         values=Shares.packet(ws, w, k, z3.IntVal(JUNK)),
+                         exponent=Shares.packet(ws, w, k, z3.IntVal(JUNK)), bound=bound)
+        else:
+            pkt = Packet(tsi=k + g["off"], mask=Mask(w), n=ws.N + self.counter_delta,
+                         values=Shares.packet(ws, w, k), exponent=Shares.packet(ws, w, k), bound=bound)
         regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
                 "exp": s.ex[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self._prune(ws, w, v) if prune else None):
+        for pa in table_paths(self.table, ws, regs, pkt, self._prune(ws, w, v, ev.kind, extra) if prune else None):
             post = s.clone()
             post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
             post.sh[v], post.ex[v] = pa.reg["val"], pa.reg["exp"]
             info = dict(outcome(self.table, pa), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
                         contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add")))
-            guard, checks = self._deliver(s, ws, ev, k, post, info)
+            if far:
+                guard, checks = self._deliver_far(s, ws, ev, post, info, extra)
+            else:
+                guard, checks = self._deliver(s, ws, ev, k, post, info)
+                guard = z3.And(guard, *extra)
             cond = z3.And(pa.cond) if pa.cond else z3.BoolVal(True)
             out.append(Case(z3.And(guard, cond), pa.label, post, checks, info))
         return out
 
+    def _deliver_far(self, s: State, ws: Workers, ev: Event, post: State, info: dict, guard: list):
+        """A corrupted frame of worker ev.worker: a tsi beyond the bound, junk values; the worker state stays."""
+        v = ev.copy
+        checks = {p: z3.BoolVal(True) for p in self.properties}
+        same = [post.chk[u] == s.chk[u] for u in (0, 1)] + [post.cnt[u] == s.cnt[u] for u in (0, 1)]
+        same += [post.bm[u].eq_terms(s.bm[u]) for u in (0, 1)]
+        same += [post.sh[v].same(ws, s.sh[v]), post.ex[v].same(ws, s.ex[v])]
+        checks["far_tsi_ignored"] = z3.And(*same, z3.Not(info["mc"]), z3.Not(info["uc"]))
+        return z3.And(guard), checks
+
     def _deliver(self, s: State, ws: Workers, ev: Event, k, post: State, info: dict):
         w, v = ev.worker, ev.copy
-        checks = {p: z3.BoolVal(True) for p in PROPERTIES}
+        checks = {p: z3.BoolVal(True) for p in self.properties}
         guard = [k >= 0, k <= s.cur.get(w)]
         if self.fifo:
             guard.append(k >= s.lo.get(w))
@@ -189,7 +228,7 @@ class SwitchML(Model):
 
     def _receive(self, s: State, ws: Workers, ev: Event) -> list[Case]:
         w = ev.worker
-        checks = {p: z3.BoolVal(True) for p in PROPERTIES}
+        checks = {p: z3.BoolVal(True) for p in self.properties}
         if ev.kind == "recv":
             guard = s.avail.get(w)
             checks["exact_accept"] = z3.Not(s.abad.get(w))
@@ -221,6 +260,12 @@ class SwitchML(Model):
         chunk = lambda k: slot + k * self.slots  # noqa: E731
         e = st.event
         cur = st.int(st.pre.cur.get(e.worker))
+        if e.kind == "deliver_far":
+            stat = decision.STATS[st.int(st.info["stat"])]
+            act = {"multicast": "multicast result", "unicast": f"unicast result to worker {e.worker}",
+                   "absorbed": "takes the frame, no packet out"}.get(stat, f"drop ({stat})")
+            return TraceRow(st.index, e.worker, slot, e.copy, "far ahead",
+                            "corrupted frame with a tsi more than two windows ahead of the copy's chunk arrives", act)
         if e.kind == "deliver":
             k = st.k
             if k < cur:
