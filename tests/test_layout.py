@@ -344,3 +344,44 @@ def test_bad_jobs_files_get_one_line(text, error, tmp_path, capsys, monkeypatch)
     (tmp_path / "j.toml").write_text(text)
     assert main(["plan", "--target", "tofino", "--jobs", "j.toml"]) == 1
     assert capsys.readouterr().err == f"p4gen: error: {error}\n"
+
+
+# -- what p4gen plan writes beside the user's files ---------------------------------------------------------
+PLAN_ARGS = ["plan", "--target", "bmv2", "--workers", "4", "--link-gbps", "1", "--rtt-us", "50", "--size", "1MiB"]
+
+
+def test_plan_replaces_its_own_unchanged_layout_file_and_refuses_an_edited_one(tmp_path, capsys):
+    out = tmp_path / "l.json"
+    assert main(PLAN_ARGS + ["--out", str(out)]) == 0
+    first = out.read_bytes()
+    assert main(PLAN_ARGS + ["--rtt-us", "500", "--out", str(out)]) == 0          # p4gen's own, unchanged: replaced
+    assert out.read_bytes() != first
+    capsys.readouterr()
+    edited = out.read_text().replace('"objective": "time"', '"objective": "time", "note": "mine"')
+    for text in (edited, "my notes\n"):
+        out.write_text(text)
+        assert main(PLAN_ARGS + ["--out", str(out)]) == 1
+        assert capsys.readouterr().err == (f"p4gen: error: layout file {str(out)!r} exists and is not as p4gen wrote "
+                                           "it (edited since, or not p4gen's); move it away or choose another --out\n")
+        assert out.read_text() == text
+    out.unlink()
+    out.symlink_to(tmp_path / "elsewhere.json")
+    assert main(PLAN_ARGS + ["--out", str(out)]) == 1
+    assert "is a symbolic link; p4gen does not write through it" in capsys.readouterr().err
+    assert not (tmp_path / "elsewhere.json").exists()
+    assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_plan_jobs_keeps_a_job_file_whose_addresses_the_user_edited_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "jobs"
+    args = ["plan", "--target", "tofino", "--jobs", str(EXAMPLES / "three-jobs.toml"), "--out", str(out)]
+    assert main(args) == 0
+    assert main(args) == 0                                  # a re-run over its own files
+    job = sorted(out.glob("job-*.toml"))[0]
+    mine = job.read_text().replace("10.0.", "192.168.")
+    job.write_text(mine)
+    (out / "layout.json").unlink()
+    capsys.readouterr()
+    assert main(args) == 1
+    assert capsys.readouterr().err.startswith(f"p4gen: error: job file {str(job)!r} exists and is not as p4gen wrote it")
+    assert job.read_text() == mine and not (out / "layout.json").exists()       # nothing written

@@ -118,7 +118,8 @@ def _toml_job(number: int, plan, workers: list[dict], extra: dict[str, Any], gen
 
 def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
     from .cli import _widths
-    from .layoutfile import layout_document, write_layout
+    from ..files import check_replaceable, stamped, unchanged_since_written, write_atomic
+    from .layoutfile import layout_document, layout_text, layout_unchanged
 
     objective = {"time": "makespan", "makespan": "makespan", "sum": "sum"}.get(args.objective)
     if objective is None:
@@ -128,16 +129,22 @@ def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
     equal = equal_split(profile, jobs, split)
     out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-jobs"
     spec, shape = split.spec, split.shape
-    write_layout(out / "layout.json", layout_document(profile.name, spec, shape, objective=objective,
-                                                      jobs=[j.workload.to_dict() | {"name": j.name} for j in jobs]))
-    files = []
+    texts = {out / "layout.json": layout_text(layout_document(
+        profile.name, spec, shape, objective=objective, jobs=[j.workload.to_dict() | {"name": j.name} for j in jobs]))}
     index0 = 0
     for number, plan in enumerate(split.jobs, start=1):
         workers = _workers(profile, split, plan, index0, hosts.get(plan.job.name))
         index0 += plan.job.workload.workers
-        path = out / f"job-{plan.job.name}.toml"
-        path.write_text(_toml_job(number, plan, workers, extra, plan.job.name not in hosts), encoding="utf-8")
-        files.append(path)
+        texts[out / f"job-{plan.job.name}.toml"] = stamped(_toml_job(number, plan, workers, extra,
+                                                                     plan.job.name not in hosts))
+    for path in texts:                # every file checked before any is written: all or nothing refused
+        if path.suffix == ".json":
+            check_replaceable(path, "layout file", SpecError, layout_unchanged)
+        else:
+            check_replaceable(path, "job file", SpecError, unchanged_since_written)
+    for path, text in texts.items():
+        write_atomic(path, text, "layout file" if path.suffix == ".json" else "job file", SpecError)
+    files = [p for p in texts if p.suffix == ".toml"]
     print(render_split(profile, split, equal, evaluated))
     print(f"layout written to {out / 'layout.json'} (build it with: p4gen build --layout {out / 'layout.json'}); "
           f"job files: {', '.join(str(f) for f in files)}")
