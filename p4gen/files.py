@@ -1,4 +1,5 @@
-"""Reading the user's input files: bounded, UTF-8, one-line errors.
+"""The user's files: input read bounded, as UTF-8, with one-line errors; files written beside the
+user's replaced only while they are as p4gen wrote them.
 
 Every spec, target profile, job file, plan, P4Info and control-plane config
 is read through :func:`read_text`, so that ``/dev/zero``, a directory, a
