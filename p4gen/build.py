@@ -24,8 +24,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from . import __version__
@@ -143,6 +141,9 @@ def _cache_get(key: str) -> dict[str, bytes] | None:
 
 
 def _cache_put(key: str, files: dict[str, bytes]) -> None:
+    import shutil
+    import tempfile
+
     parent = cache_root() / key[:2]
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +176,8 @@ def find_compiler(arch: str) -> tuple[str, list[str]] | None:
     TNA / T2NA programs go to ``p4test`` with ``-D__TARGET_TOFINO__=1`` (``=2``
     for T2NA) and, when ``P4GEN_TNA_INCLUDE`` is set, ``-I`` that directory.
     """
+    import shutil
+
     if arch == "v1model":
         exe = shutil.which("p4c-bm2-ss")
         if exe:
@@ -208,6 +211,7 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
         raise CompileError(f"--compile needs {need} on PATH; none was found")
     name, argv = found
     import subprocess
+    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="p4gen-compile-") as tmp:
         src = Path(tmp) / PROGRAM
@@ -311,6 +315,8 @@ def build_direct(dkey: str, out_dir: str | Path, *, force: bool = False) -> Buil
 
 def remember_direct(dkey: str, key: str) -> None:
     """Map raw inputs ``dkey`` to build ``key`` (an unwritable cache only costs speed)."""
+    import tempfile
+
     path = _direct_path(dkey)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
