@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cliargs import address, int_in, seconds
+from ..cliargs import OneLineParser, address, int_in, seconds
 from ..errors import P4genError
 from .client import DEFAULT_TIMEOUT, connect
 from .jobfile import load_job
@@ -124,10 +124,8 @@ def register(subparsers) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry (``python -m p4gen.controller``) with the main CLI's error conventions."""
-    from ..cli import _Parser
-
-    parser = _Parser(prog="p4gen")
-    register(parser.add_subparsers(dest="command", required=True, parser_class=_Parser))
+    parser = OneLineParser(prog="p4gen")
+    register(parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser))
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

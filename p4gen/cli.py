@@ -1,8 +1,13 @@
-"""Command-line interface.  Only this module exits the process."""
+"""Command-line interface.  Only this module exits the process.
+
+A warm ``p4gen build`` imports only the compiler's cache code: a plain build
+command line (:func:`_plain_build_args`) that the cache's direct mode has
+seen is answered before argparse (and its gettext, locale and shutil) is
+imported; every other command line goes through argparse.
+"""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -10,12 +15,33 @@ from pathlib import Path
 from . import __version__
 from .errors import P4genError
 
+TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
+if TYPE_CHECKING:
+    import argparse
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but usage errors are one line and exit 2."""
+# What to build, declared once for argparse and for _plain_build_args: (flag, type or None, help).
+_BUILD_VALUES = (
+    ("--spec", None, "TOML spec file (command-line values override it)"),
+    ("--protocol", None, "switchml (default)"),
+    ("--variant", None, "auto (default: hardened where it fits), hardened or reference"),
+    ("--workers", int, "most workers per job (default 32)"),
+    ("--slots", int, "aggregation slots per copy (default 512)"),
+    ("--elements", int, "elements per packet (default: largest power of two in one pass)"),
+    ("--value-width", int, "bits per value: 32 (default) or 16"),
+    ("--jobs", int, "concurrent jobs the tables are sized for (default 1)"),
+)
+_BUILD_TARGETS = (                       # one or the other
+    ("--target", None, "built-in target profile (default tofino; see `p4gen targets`); several, comma-separated, "
+                       "build in parallel"),
+    ("--target-file", None, "a target profile of your own (TOML)"),
+)
+_BUILD_OUT = ("--out", None, "output directory (default p4gen-out/<target>-<protocol>)")
+_BUILD_FORCE = ("--force", "write into a non-empty directory p4gen did not create")
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+
+def _dest(flag: str) -> str:
+    """argparse's attribute name for an option."""
+    return flag[2:].replace("-", "_")
 
 
 def _cmd_targets(args: argparse.Namespace) -> int:
@@ -77,6 +103,63 @@ def _direct_inputs(args: argparse.Namespace) -> dict | None:
     return inputs
 
 
+def _direct_hit(args) -> tuple:
+    """(direct-mode key or None, the build it found in the cache or None) of a build's arguments."""
+    from . import build as buildmod
+
+    args.target = args.target or "tofino"
+    inputs = _direct_inputs(args)
+    dkey = buildmod.direct_key(inputs) if inputs is not None else None
+    return dkey, (buildmod.build_direct(dkey, args.out, force=args.force) if dkey else None)
+
+
+def _plain_build_args(argv: list[str]) -> dict | None:
+    """The arguments argparse makes of ``build`` followed by nothing but the options declared in
+    _BUILD_VALUES, _BUILD_TARGETS and _BUILD_OUT, each at most once as ``--flag VALUE``, and
+    ``--force``; None for every other command line (which argparse then reads)."""
+    if not argv or argv[0] != "build":
+        return None
+    types = {flag: typ for flag, typ, _help in _BUILD_VALUES + _BUILD_TARGETS + (_BUILD_OUT,)}
+    args: dict = {_dest(flag): None for flag in types}
+    args.update(force=False, no_cache=False, compile=False, verify=False)
+    seen = set()
+    i = 1
+    while i < len(argv):
+        flag = argv[i]
+        if flag in seen:
+            return None
+        seen.add(flag)
+        if flag == _BUILD_FORCE[0]:
+            args["force"] = True
+            i += 1
+            continue
+        if flag not in types or i + 1 == len(argv) or argv[i + 1].startswith("-"):
+            return None
+        typ, text = types[flag], argv[i + 1]
+        try:
+            args[_dest(flag)] = typ(text) if typ else text
+        except ValueError:
+            return None
+        i += 2
+    if args["target"] is not None and args["target_file"] is not None:
+        return None
+    return args
+
+
+def _plain_build(argv: list[str]) -> int | None:
+    """A plain build command line (see _plain_build_args) whose inputs the cache's direct mode knows:
+    written from the cache and reported.  None when it is not one: then argparse and _cmd_build."""
+    t0 = time.perf_counter()
+    values = _plain_build_args(argv)
+    if values is None or values["out"] is None:
+        return None
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(**values)
+    _dkey, hit = _direct_hit(args)
+    return None if hit is None else _report_builds(args, [hit], t0)
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     from . import build as buildmod
 
@@ -92,10 +175,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     stray = [n for n in ("link_gbps", "rtt_us", "size", "framing_bytes", "ports_per_pipe") if getattr(args, n) is not None]
     if stray:
         raise P4genError(f"--{stray[0].replace('_', '-')} describes a workload; it applies with --layout best only")
-    args.target = args.target or "tofino"
-    inputs = _direct_inputs(args)
-    dkey = buildmod.direct_key(inputs) if inputs is not None else None
-    hit = buildmod.build_direct(dkey, args.out, force=args.force) if dkey else None
+    dkey, hit = _direct_hit(args)
     if hit is not None:
         results = [hit]
     else:
@@ -141,27 +221,21 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser of every subcommand; with ``command`` one of the compiler's own (build, targets),
     the other packages' subcommands are not registered, so that their modules (gRPC, Z3, Mininet)
     are not imported: a warm-cache ``p4gen build`` loads only the compiler."""
-    parser = _Parser(prog="p4gen", description="Generate, verify and exercise P4 in-network aggregation pipelines.")
+    from .cliargs import OneLineParser
+
+    parser = OneLineParser(prog="p4gen", description="Generate, verify and exercise P4 in-network aggregation pipelines.")
     parser.add_argument("--version", action="version", version=f"p4gen {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
     b = sub.add_parser("build", help="plan and emit a P4 program, P4Info, plan.json and resource report")
-    b.add_argument("--spec", help="TOML spec file (command-line values override it)")
-    b.add_argument("--protocol", help="switchml (default)")
-    b.add_argument("--variant", help="auto (default: hardened where it fits), hardened or reference")
-    b.add_argument("--workers", type=int, help="most workers per job (default 32)")
-    b.add_argument("--slots", type=int, help="aggregation slots per copy (default 512)")
-    b.add_argument("--elements", type=int, help="elements per packet (default: largest power of two in one pass)")
-    b.add_argument("--value-width", type=int, help="bits per value: 32 (default) or 16")
-    b.add_argument("--jobs", type=int, help="concurrent jobs the tables are sized for (default 1)")
+    for flag, typ, text in _BUILD_VALUES:
+        b.add_argument(flag, type=typ, help=text)
     tgt = b.add_mutually_exclusive_group()
-    tgt.add_argument("--target",
-                     help="built-in target profile (default tofino; see `p4gen targets`); several, comma-separated, "
-                          "build in parallel")
-    tgt.add_argument("--target-file", help="a target profile of your own (TOML)")
-    b.add_argument("--out", help="output directory (default p4gen-out/<target>-<protocol>)")
+    for flag, typ, text in _BUILD_TARGETS:
+        tgt.add_argument(flag, type=typ, help=text)
+    b.add_argument(_BUILD_OUT[0], type=_BUILD_OUT[1], help=_BUILD_OUT[2])
     b.add_argument("--no-cache", action="store_true", help="ignore and do not fill the build cache")
-    b.add_argument("--force", action="store_true", help="write into a non-empty directory p4gen did not create")
+    b.add_argument(_BUILD_FORCE[0], action="store_true", help=_BUILD_FORCE[1])
     b.add_argument("--compile", action="store_true", help="also compile with p4c-bm2-ss / p4test from PATH")
     b.add_argument("--verify", action="store_true", help="run `p4gen verify` on the result")
     b.add_argument("--layout", metavar="best|FILE",
@@ -189,11 +263,13 @@ _CORE_COMMANDS = ("build", "targets")
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    # the first word that is not an option names the subcommand (the top level has no valued options)
-    parser = make_parser(next((a for a in argv if not a.startswith("-")), None))
-    args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        rc = _plain_build(argv)
+        if rc is None:
+            # the first word that is not an option names the subcommand (the top level has no valued options)
+            args = make_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+            rc = args.func(args)
+        return int(rc or 0)
     except P4genError as exc:
         print(f"p4gen: error: {exc}", file=sys.stderr)
         return 1

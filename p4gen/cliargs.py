@@ -15,6 +15,13 @@ MAX_SECONDS = 86400.0
 _HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)")
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def int_in(lo: int, hi: int, what: str):
     """An integer in lo..hi (``what`` says why, in the message)."""
     def parse(text: str) -> int:

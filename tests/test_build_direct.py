@@ -87,3 +87,52 @@ def test_invalid_inputs_never_reach_the_direct_cache(tmp_path, capsys):
     assert main(["build", "--target", "bmv2", "--slots", "0", "--out", str(tmp_path / "a")]) == 1
     assert capsys.readouterr().err == first and first.startswith("p4gen: error: ")
     assert not (tmp_path / "cache" / "direct").exists()
+
+
+# Command lines the cache-hit path reads without argparse, and what argparse makes of each.
+PLAIN = [
+    ["build"],
+    ["build", "--out", "o"],
+    ["build", "--target", "bmv2", "--slots", "64", "--out", "o"],
+    ["build", "--out", "o", "--force", "--spec", "s.toml", "--protocol", "omnireduce", "--variant", "reference",
+     "--workers", "8", "--slots", " 32 ", "--elements", "128", "--value-width", "16", "--jobs", "2"],
+    ["build", "--target-file", "t.toml", "--out", ""],
+    ["build", "--target", "tofino,bmv2", "--out", "a=b", "--workers", "+3"],
+]
+# ... and some it leaves to argparse: abbreviations, --flag=value, help, repeats, both targets, values
+# that are no ints or start with '-', the options a direct hit never has, other subcommands
+NOT_PLAIN = [
+    [], ["targets"], ["--version"], ["-h"], ["build", "-h"], ["build", "--help"], ["build", "--slot", "4"],
+    ["build", "--slots=4"], ["build", "--slots", "4", "--slots", "8"], ["build", "--force", "--force"],
+    ["build", "--target", "bmv2", "--target-file", "t.toml"], ["build", "--slots", "0x10"],
+    ["build", "--slots", "-4"], ["build", "--out", "--force"], ["build", "--out"], ["build", "out"],
+    ["build", "--", "--out", "o"], ["build", "--no-cache", "--out", "o"], ["build", "--verify", "--out", "o"],
+    ["build", "--compile", "--out", "o"], ["build", "--layout", "best", "--out", "o"],
+    ["build", "--size", "64", "--out", "o"], ["build", "--out", "o", "-f"],
+]
+
+
+@pytest.mark.parametrize("argv", PLAIN, ids=" ".join)
+def test_a_plain_build_line_is_read_as_argparse_reads_it(argv):
+    from p4gen.cli import _plain_build_args, make_parser
+
+    plain = _plain_build_args(argv)
+    assert plain is not None
+    parsed = vars(make_parser("build").parse_args(argv))
+    assert plain == {k: parsed[k] for k in plain}
+
+
+@pytest.mark.parametrize("argv", NOT_PLAIN, ids=" ".join)
+def test_other_command_lines_are_left_to_argparse(argv):
+    from p4gen.cli import _plain_build_args
+
+    assert _plain_build_args(argv) is None
+
+
+def test_a_hit_through_argparse_says_and_writes_what_the_plain_one_does(tmp_path, capsys):
+    _run(capsys, "--target", "bmv2", "--slots", "16", "--out", str(tmp_path / "a"))
+    plain = _run(capsys, "--target", "bmv2", "--slots", "16", "--out", str(tmp_path / "b"))
+    parsed = _run(capsys, "--target=bmv2", "--slots=16", "--out", str(tmp_path / "c"))     # argparse's forms only
+    assert plain[0].endswith("(cache hit)")
+    assert [ln.replace(str(tmp_path / "c"), str(tmp_path / "b")) for ln in parsed[:-1]] == plain[:-1]
+    assert _files(tmp_path / "a") == _files(tmp_path / "b") == _files(tmp_path / "c")
