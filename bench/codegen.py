@@ -1,73 +1,124 @@
 """Benchmark: cold vs warm `p4gen build`, and how plan+render cost grows with slots.
 
 Run: .venv/bin/python bench/codegen.py
-Prints what it compares and the ratio from this one run.  The process-level
-figures are each the fastest of three runs (a cold run gets a new, empty
-cache; warm runs hit the cache the first cold run filled), since other work
-shares this machine; a warm build imports only the compiler (no numpy, Z3,
-Jinja or protobuf: tests/test_cli_imports.py).
+Prints what it compares and the ratio from this one run.
+
+Process level: `python -m p4gen.cli build --slots 512 --target tofino --out DIR`
+as a new process each time, interpreter start-up included.  A cold build
+gets a new, empty build cache (it plans, renders and fills the cache); a
+warm one hits the cache the first cold build filled (direct mode: it
+imports only the compiler's cache code, see tests/test_cli_imports.py) and
+is checked to write the same bytes.  Every build writes a new directory.
+The processes keep their bytecode in a cache of their own (in the
+temporary directory, filled by one unmeasured cold and warm build first),
+as an installed package has its modules compiled.  Cold builds, warm
+builds and a bare interpreter start-up (`python -c pass`, same
+environment) take turns, ROUNDS times, so that a change of the machine's
+load hits all three alike; the figures are medians of the ROUNDS, and the
+ratio is that of the medians.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+ROUNDS = 9
+ARGS = ["build", "--slots", "512", "--target", "tofino"]
 
-REPEATS = 3
 
-
-def _process(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) of one `python -m p4gen.cli` process."""
+def _process(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall seconds, CPU seconds, stdout) of one process."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "p4gen.cli", *args], check=True, env=env, stdout=subprocess.DEVNULL)
+    out = subprocess.run(argv, check=True, env=env, stdout=subprocess.PIPE, text=True).stdout
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime), out
 
 
-def main() -> int:
+def _files(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
+def bench_process(tmp: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "bytecode")
+    build = [sys.executable, "-m", "p4gen.cli", *ARGS, "--out"]
+    warm_env = dict(env, P4GEN_CACHE_DIR=str(tmp / "cache"))
+
+    def cold(name: str):
+        return _process(build + [str(tmp / name)], dict(env, P4GEN_CACHE_DIR=str(tmp / f"cache-{name}")))
+
+    def warm(name: str):
+        return _process(build + [str(tmp / name)], warm_env)
+
+    # unmeasured: fills the build cache the warm builds hit, and the bytecode cache
+    first = _process(build + [str(tmp / "first")], warm_env)[2]
+    assert "(built)" in first.splitlines()[0], first
+    warm("warm-up")
+    runs: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": [], "start": []}
+    print(f"process: `p4gen {' '.join(ARGS)}`, {ROUNDS} rounds of a cold build, a warm build and "
+          f"`python -c pass`; {_load()}")
+    for i in range(ROUNDS):
+        wall, cpu, out = cold(f"cold{i}")
+        assert "(built)" in out.splitlines()[0], out
+        runs["cold"].append((wall, cpu))
+        wall, cpu, out = warm(f"warm{i}")
+        assert "(cache hit)" in out.splitlines()[0], out
+        runs["warm"].append((wall, cpu))
+        runs["start"].append(_process([sys.executable, "-c", "pass"], env)[:2])
+    assert _files(tmp / f"warm{ROUNDS - 1}") == _files(tmp / "first") == _files(tmp / "cold0")
+    med = {k: (statistics.median(w for w, _c in v), statistics.median(c for _w, c in v)) for k, v in runs.items()}
+    low = {k: (min(w for w, _c in v), min(c for _w, c in v)) for k, v in runs.items()}
+    print(f"  {'':28} {'wall ms':>9} {'CPU ms':>9}   (median of {ROUNDS}; fastest; CPU = user + system time)")
+    for k, label in (("cold", "cold (empty cache)"), ("warm", "warm (cache hit)"),
+                     ("start", "interpreter start-up alone")):
+        print(f"  {label:28} {med[k][0] * 1000:9.1f} {med[k][1] * 1000:9.1f}   "
+              f"(fastest {low[k][0] * 1000:.1f} / {low[k][1] * 1000:.1f})")
+    print(f"  {'cold / warm':28} {med['cold'][0] / med['warm'][0]:8.2f}x {med['cold'][1] / med['warm'][1]:8.2f}x"
+          f"   (warm less start-up: {(med['warm'][0] - med['start'][0]) * 1000:.1f} ms wall, "
+          f"{(med['warm'][1] - med['start'][1]) * 1000:.1f} ms CPU)")
+    print(f"  warm output byte-identical to the cold build's; {_load()}")
+
+
+def bench_in_process(tmp: Path) -> None:
     from p4gen import build as buildmod
+    from p4gen.spec import make_spec
+    from p4gen.target import load_target
+
+    os.environ["P4GEN_CACHE_DIR"] = str(tmp / "cache-in-process")
+    spec, prof = make_spec(slots=512), load_target("tofino")
+    t0 = time.perf_counter()
+    r1 = buildmod.build(spec, prof, tmp / "c")
+    cold_in = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r2 = buildmod.build(spec, prof, tmp / "d")
+    warm_in = time.perf_counter() - t0
+    assert (r1.cache_hit, r2.cache_hit) == (False, True)
+    print("in-process: p4gen.build.build(slots=512, tofino) into a new directory")
+    print(f"  cold (plan, render, write)   {cold_in * 1000:8.1f} ms")
+    print(f"  warm (key, verify, copy)     {warm_in * 1000:8.1f} ms")
+    print(f"  cold / warm                  {cold_in / warm_in:8.2f}x")
+
+
+def bench_slots() -> None:
     from p4gen.emit.p4 import render_p4
     from p4gen.planner import make_plan
     from p4gen.spec import make_spec
     from p4gen.target import load_target
 
-    with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
-        env = dict(os.environ, P4GEN_CACHE_DIR=str(Path(tmp) / "cache"))
-        args = ["build", "--slots", "512", "--target", "tofino"]
-        colds = [_process(args + ["--out", str(Path(tmp) / f"a{i}")],
-                          env if i == 0 else dict(env, P4GEN_CACHE_DIR=str(Path(tmp) / f"cache{i}")))
-                 for i in range(REPEATS)]
-        warms = [_process(args + ["--out", str(Path(tmp) / f"b{i}")], env) for i in range(REPEATS)]
-        cold, warm = min(c[0] for c in colds), min(w[0] for w in warms)
-        cold_cpu, warm_cpu = min(c[1] for c in colds), min(w[1] for w in warms)
-        print(f"process: `p4gen build --slots 512 --target tofino` (includes interpreter start-up; "
-              f"fastest of {REPEATS}; CPU = user + system time of the process)")
-        print(f"  cold (empty cache) {cold * 1000:8.1f} ms   CPU {cold_cpu * 1000:8.1f} ms")
-        print(f"  warm (cache hit)   {warm * 1000:8.1f} ms   CPU {warm_cpu * 1000:8.1f} ms")
-        print(f"  cold / warm        {cold / warm:8.2f}x      {cold_cpu / warm_cpu:8.2f}x")
-
-        os.environ["P4GEN_CACHE_DIR"] = str(Path(tmp) / "cache-in-process")
-        spec, prof = make_spec(slots=512), load_target("tofino")
-        t0 = time.perf_counter()
-        r1 = buildmod.build(spec, prof, Path(tmp) / "c")
-        cold_in = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        r2 = buildmod.build(spec, prof, Path(tmp) / "d")
-        warm_in = time.perf_counter() - t0
-        assert (r1.cache_hit, r2.cache_hit) == (False, True)
-        print("in-process: p4gen.build.build(slots=512, tofino) into a new directory")
-        print(f"  cold (plan, render, write)   {cold_in * 1000:8.1f} ms")
-        print(f"  warm (key, verify, copy)     {warm_in * 1000:8.1f} ms")
-        print(f"  cold / warm                  {cold_in / warm_in:8.2f}x")
-
+    prof = load_target("tofino")
     print("in-process plan + render (P4 text) against slots, tofino, 64 elements:")
     print(f"  {'slots':>6}  {'plan ms':>8}  {'render ms':>9}  {'largest-slots search':>20}")
     slots = 1
@@ -80,6 +131,13 @@ def main() -> int:
         t2 = time.perf_counter()
         print(f"  {slots:>6}  {(t1 - t0) * 1000:8.2f}  {(t2 - t1) * 1000:9.2f}  {plan.data['limits']['largest_slots']:>20}")
         slots *= 4 if slots < 16384 else 2
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
+        bench_process(Path(tmp))
+        bench_in_process(Path(tmp))
+    bench_slots()
     return 0
 
 
