@@ -1,6 +1,8 @@
 """Throughput of the switch model and of the software data plane.
 
     python bench/model.py [--quick] [--no-afpacket]
+    python bench/model.py --before REV [--quick]   (the in-process figures of git revision REV and of
+                                                    this checkout, in one run: bench/revision.py)
 
 In-process (one core): SwitchModel.process frame by frame and
 SwitchModel.process_batch (64, 256 and 1024 frames per call: the vectorised
@@ -102,27 +104,27 @@ def load() -> str:
     return f"load average {a:.2f} {b:.2f} {c:.2f} on {os.cpu_count()} cores"
 
 
-def _rate(plan, n: int, frames, mode: str):
-    """(frames per second, the model of the last run) of ``mode`` on ``frames``: the fastest of REPEATS runs,
-    each on a fresh model.  process: frame by frame; batchN: process_batch of N frames; matrixN:
-    process_matrix of N frames, each batch's byte matrix built beforehand (the data plane copies it
-    out of its receive rings)."""
+def _rate(plan, n: int, frames, mode: str, repeats: int = REPEATS, clock=time.perf_counter):
+    """(frames per second, the model of the last run) of ``mode`` on ``frames``: the fastest of ``repeats``
+    runs by ``clock``, each on a fresh model.  process: frame by frame; batchN: process_batch of N frames;
+    matrixN: process_matrix of N frames, each batch's byte matrix built beforehand (the data plane copies
+    it out of its receive rings)."""
     best = None
     if mode.startswith("matrix"):
         b = int(mode[6:])
         size = len(frames[0][0])
         A = np.frombuffer(b"".join(f for f, _p in frames), np.uint8).reshape(-1, size)
         P_ = np.array([p for _f, p in frames], dtype=np.int64)
-    for _rep in range(REPEATS):
+    for _rep in range(repeats):
         m = SwitchModel(plan)
         m.load_config(job_config(plan, 1, addrs(n)))
         if mode.startswith("matrix"):
             mats = [(A[k:k + b].copy(), P_[k:k + b]) for k in range(0, len(A), b)]
-            t = time.perf_counter()
+            t = clock()
             for a, p in mats:
                 m.process_matrix(a, p)
         else:
-            t = time.perf_counter()
+            t = clock()
             if mode == "process":
                 for f, p in frames:
                     m.process(f, p)
@@ -130,7 +132,7 @@ def _rate(plan, n: int, frames, mode: str):
                 b = int(mode[5:])
                 for k in range(0, len(frames), b):
                     m.process_batch(frames[k:k + b])
-        dt = time.perf_counter() - t
+        dt = clock() - t
         best = dt if best is None else min(best, dt)
     return len(frames) / best, m
 
@@ -297,7 +299,13 @@ def main(argv=None) -> int:
     ap.add_argument("--io", default="rings,sockets",
                     help="data plane and sender I/O to run: rings (packet rings), sockets (one call per frame)")
     ap.add_argument("--bmv2-chunks", type=int, default=10000, help="contributions per worker sent to BMv2")
+    ap.add_argument("--before", metavar="REV", help="compare the in-process figures with git revision REV, "
+                    "in turns in this run (nothing else runs)")
     args = ap.parse_args(argv)
+    if args.before:
+        from revision import compare
+
+        return compare(args.before, args.quick)
     if not args.no_inprocess:
         bench_inprocess(args.quick)
     if not args.no_afpacket:
