@@ -47,8 +47,8 @@ class Net:
         self.fifo = fifo
         self.model = SwitchModel(plan, decision=decision)
         self.addrs = [WorkerAddr(10 + i, 0x020000000100 + i, 0x0A000001 + i, 40000 + i) for i in range(n)]
-        self.model.load_config(job_config(plan, JOB, self.addrs, slot_base=slot_base, slot_count=window,
-                                          mgid=7, rid_base=100))
+        self.config = job_config(plan, JOB, self.addrs, slot_base=slot_base, slot_count=window, mgid=7, rid_base=100)
+        self.model.load_config(self.config)
         self.port_of = {a.port: i for i, a in enumerate(self.addrs)}
         k = self.layout.elements
         rng = np.random.default_rng(seed)

@@ -2,8 +2,9 @@
 
 :class:`Netns` makes a namespace (p4gtest-bm-*) with veth pairs, :class:`Bmv2`
 runs simple_switch on their switch ends (Thrift runtime CLI for table entries,
-multicast groups, counters and registers), and :func:`collect` gathers what
-comes out on the host ends after one frame went in.  :class:`SwitchLog`
+multicast groups, counters and registers; :class:`RuntimeCli` keeps one CLI
+session open for many quick reads), and :func:`collect` gathers what comes
+out on the host ends after one frame went in.  :class:`SwitchLog`
 reads the switch's log as it grows and parses, per frame, which entry of
 which table it took.  Callers hold the machine-wide net lock.
 """
@@ -17,6 +18,7 @@ import secrets
 import select
 import shutil
 import socket
+import struct
 import subprocess
 import time
 from pathlib import Path
@@ -45,13 +47,17 @@ def _sh(*cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
 
 
 class Netns:
-    """A namespace with veth pairs <prefix><k>s (switch side) / <prefix><k>h (host side), k = 1..n."""
+    """A namespace with veth pairs <prefix><k>s (switch side) / <prefix><k>h (host side), one per switch port k.
 
-    def __init__(self, n: int):
+    The ports are 1..n, or ``ports`` where given.
+    """
+
+    def __init__(self, n: int = 0, ports: list[int] | None = None):
         tag = secrets.token_hex(3)
         self.name = f"p4gtest-bm-{tag}"
         self.prefix = f"p4gt{tag}"
-        self.n = n
+        self.ports = sorted(ports) if ports is not None else list(range(1, n + 1))
+        self.n = len(self.ports)
         self.created = False
 
     def ex(self, *cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
@@ -69,7 +75,7 @@ class Netns:
         for key in ("all", "default"):
             self.ex("sysctl", "-qw", f"net.ipv6.conf.{key}.disable_ipv6=1")
         self.ex("ip", "link", "set", "lo", "up")
-        for k in range(1, self.n + 1):
+        for k in self.ports:
             self.ex("ip", "link", "add", self.sw(k), "type", "veth", "peer", "name", self.host(k))
             for dev in (self.sw(k), self.host(k)):
                 self.ex("sysctl", "-qw", f"net.ipv6.conf.{dev}.disable_ipv6=1", check=False)
@@ -114,7 +120,7 @@ class Bmv2:
 
     def start(self, timeout: float = 15.0) -> None:
         cmd = ["ip", "netns", "exec", self.ns.name, "simple_switch"]
-        for k in range(1, self.ns.n + 1):
+        for k in self.ns.ports:
             cmd += ["-i", f"{k}@{self.ns.sw(k)}"]
         cmd += ["--thrift-port", str(self.thrift), "--device-id", str(self.device_id), "--log-file", str(self.log),
                 "--log-flush", str(self.program)]
@@ -150,24 +156,88 @@ class Bmv2:
             self.out.close()
 
 
+class RuntimeCli:
+    """One simple_switch_CLI session held open: each :meth:`cli` call costs a Thrift round trip, not a start."""
+
+    PROMPT = b"RuntimeCmd: "
+
+    def __init__(self, sw: Bmv2, timeout: float = 10.0):
+        self.timeout = timeout
+        self.proc = subprocess.Popen(["ip", "netns", "exec", sw.ns.name, "simple_switch_CLI", "--thrift-port",
+                                      str(sw.thrift)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.buf = b""
+        self._replies(1)
+
+    def _replies(self, k: int) -> list[bytes]:
+        deadline = time.monotonic() + self.timeout
+        while self.buf.count(self.PROMPT) < k:
+            left = deadline - time.monotonic()
+            r, _, _ = select.select([self.proc.stdout], [], [], max(0.0, left))
+            data = os.read(self.proc.stdout.fileno(), 1 << 16) if r else b""
+            if not data:
+                raise RuntimeError(f"simple_switch_CLI gave {self.buf.count(self.PROMPT)} of {k} answers "
+                                   f"within {self.timeout} s (exit {self.proc.poll()}): {self.buf[-1500:]!r}")
+            self.buf += data
+        parts = self.buf.split(self.PROMPT)
+        self.buf = self.PROMPT.join(parts[k:])
+        return parts[:k]
+
+    def cli(self, commands: list[str]) -> str:
+        """The output of ``commands``, run in this session (the same text as :meth:`Bmv2.cli`)."""
+        self.proc.stdin.write(("\n".join(commands) + "\n").encode())
+        self.proc.stdin.flush()
+        return b"".join(self._replies(len(commands))).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+
+
+def build_program(plan: Plan, out: Path) -> Path:
+    """Emit ``plan``'s v1model program into ``out``, compile it with p4c-bm2-ss; the BMv2 JSON's path."""
+    from p4gen.build import compile_program, render_all
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = render_all(plan)
+    files.update(compile_program("v1model", files["program.p4"]))
+    for name, data in files.items():
+        (out / name).write_bytes(data)
+    return out / "program.json"
+
+
 def _fmt(v) -> str:
     return str(int(v, 0) if isinstance(v, str) else int(v))
 
 
-def cli_commands(plan: Plan, cfg: dict, extra: list[tuple[str, dict, str, dict]]) -> tuple[list[str], list[str]]:
-    """simple_switch_CLI commands for a control-plane config: (tables + group/node creation, associations)."""
+CONTROL = {"result_dst": "P4genEgress"}       # the control block of each table outside P4genIngress
+
+
+def table_commands(plan: Plan, cfg: dict, extra: list[tuple[str, dict, str, dict]] = ()) -> list[str]:
+    """simple_switch_CLI ``table_add`` commands for the table entries of a control-plane config."""
     data = plan.data
     tables = {t["name"]: t for t in data["tables"]}
     acts = {a["name"]: a["params"] for a in data["actions"]}
-    ctl = {"result_dst": "P4genEgress"}
-    cmds, assoc = [], []
-    entries = [(t, e["match"], e["action"], e["params"]) for t, es in cfg["tables"].items() for e in es] + extra
+    cmds = []
+    entries = [(t, e["match"], e["action"], e["params"]) for t, es in cfg["tables"].items() for e in es] + list(extra)
     for table, match, action, params in entries:
-        c = ctl.get(table, "P4genIngress")
+        c = CONTROL.get(table, "P4genIngress")
         keys = [_fmt(W.mac(match[k["name"]]) if isinstance(match[k["name"]], str) and ":" in match[k["name"]]
                      else match[k["name"]]) for k in tables[table]["keys"]]
         vals = [_fmt(params[q["name"]]) for q in acts[action]]
         cmds.append(f"table_add {c}.{table} {c}.{action} {' '.join(keys)} => {' '.join(vals)}")
+    return cmds
+
+
+def cli_commands(plan: Plan, cfg: dict, extra: list[tuple[str, dict, str, dict]]) -> tuple[list[str], list[str]]:
+    """simple_switch_CLI commands for a control-plane config: (tables + group/node creation, associations)."""
+    cmds, assoc = table_commands(plan, cfg, extra), []
     handle = 0
     for mgid, reps in cfg["groups"].items():
         cmds.append(f"mc_mgrp_create {mgid}")
@@ -225,6 +295,29 @@ def collect(socks: dict[int, socket.socket], layout: W.Layout, l2_ok: set[bytes]
             return got
 
 
+SOL_PACKET, PACKET_AUXDATA = 263, 8
+TP_STATUS_VLAN_VALID, TP_STATUS_VLAN_TPID_VALID = 1 << 4, 1 << 6
+_AUXDATA = struct.Struct("=IIIHHHH")      # struct tpacket_auxdata
+
+
+def keep_vlan_tags(s: socket.socket) -> None:
+    """Make :func:`recv_frame` on ``s`` see VLAN tags: the kernel strips them on receive and reports
+    them beside the frame (PACKET_AUXDATA), whatever the NIC's offloads."""
+    s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+
+
+def recv_frame(s: socket.socket) -> tuple[bytes, int]:
+    """(frame as it was on the wire, packet type) from a socket set up by :func:`keep_vlan_tags`."""
+    data, anc, _flags, addr = s.recvmsg(65535, socket.CMSG_SPACE(_AUXDATA.size))
+    for level, kind, raw in anc:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA and len(raw) >= _AUXDATA.size:
+            status, _len, _snap, _mac, _net, tci, tpid = _AUXDATA.unpack_from(raw)
+            if status & TP_STATUS_VLAN_VALID:
+                tpid = tpid if status & TP_STATUS_VLAN_TPID_VALID else 0x8100
+                data = data[:12] + struct.pack("!HH", tpid, tci) + data[12:]
+    return data, addr[2]
+
+
 def drain(socks: dict[int, socket.socket]) -> None:
     for s in socks.values():
         while True:
@@ -247,6 +340,25 @@ def read_registers(sw: Bmv2, plan: Plan) -> dict[str, list[int]]:
             raise RuntimeError(f"register_read of {r['name']} gave {len(found.get(r['name'], []))} of "
                                f"{r['entries']} entries: {out[-1500:]}")
     return {r["name"]: found[r["name"]] for r in regs}
+
+
+I64_MAX = 2 ** 63 - 1
+
+
+def register_mismatches(bm_regs: dict[str, list[int]], m_regs: dict[str, list[int]]) -> tuple[list[str], int]:
+    """(one line per register whose entries differ, entries compared only up to 2**63 - 1).
+
+    The Thrift runtime reads a register entry as a signed 64-bit integer: values from 2**63 - 1 up come
+    back as 2**63 - 1, so such entries are compared only that far.
+    """
+    lines, saturated = [], 0
+    for reg, vals in m_regs.items():
+        saturated += sum(1 for a, b in zip(bm_regs[reg], vals) if a == I64_MAX and b >= I64_MAX)
+        bad = [i for i, (a, b) in enumerate(zip(bm_regs[reg], vals)) if a != b and not (a == I64_MAX <= b)]
+        if bad:
+            lines.append(f"register {reg}: {len(bad)} entries differ, first {bad[0]}: "
+                         f"BMv2 {bm_regs[reg][bad[0]]}, model {vals[bad[0]]}")
+    return lines, saturated
 
 
 def model_registers(model, plan: Plan) -> dict[str, list[int]]:

@@ -4,7 +4,8 @@
 maps each kind to the ``stats`` counter index a switch must count it under
 (a set where the protocol allows several outcomes, e.g. a replay).  The
 Hypothesis strategies draw kinds and seeds; ``bench/soak.py`` uses
-:func:`junk` with its own random stream.  Frames of the kinds that do not
+:func:`junk` with its own random stream; :func:`sequence` mixes them with
+valid contributions.  Frames of the kinds that do not
 come from a registered worker's address (or that are malformed) must never
 change a sum on any variant.  Frames made with scapy cover what p4gen's
 own encoder cannot: other protocols, IP options, VLAN tags, wrong length
@@ -182,7 +183,42 @@ def kinds_for(variant: str) -> list[str]:
     return [k for k in KINDS if variant != "reference" or k != "replay"]
 
 
+def sequence(t: Target, items, valid_seed: int) -> list[tuple[bytes, int, str | None]]:
+    """(frame, ingress port, kind) in sending order: each hostile item of :func:`junk_strategy` (copies
+    times, kind named) and, before each, up to three valid contributions on slots 0 and 1 (kind None)."""
+    rng = random.Random(valid_seed)
+    frames = []
+    for kind, seed, copies in items:
+        for _ in range(rng.randrange(4)):
+            w = rng.choice(t.workers)
+            f = contribution(t, rng, w, slot=rng.randrange(2), tsi=rng.randrange(4) * 2 + rng.randrange(2))
+            frames.append((f, w.port, None))
+            t.seen.append((f, w.port))
+        frame, port, _counters = junk(t, kind, random.Random(seed))
+        frames += [(frame, port, kind)] * copies
+    return frames
+
+
 def junk_strategy(kinds: list[str]):
     """(kind, seed, copies): copies > 1 is a flood of the same frame."""
     return st.tuples(st.sampled_from(kinds), st.integers(0, 2 ** 32 - 1),
                      st.sampled_from([1, 1, 1, 1, 2, 50]))
+
+
+def items(kinds: list[str], max_size: int = 40):
+    """1 to ``max_size`` hostile items of :func:`junk_strategy`."""
+    return st.lists(junk_strategy(kinds), min_size=1, max_size=max_size)
+
+
+def sequence_strategy(kinds: list[str]):
+    """(items, valid_seed) for :func:`sequence`."""
+    return st.tuples(items(kinds), st.integers(0, 2 ** 16))
+
+
+# (workers, chunks, window, seed) of a real job beside the hostile frames
+JOB_SHAPE = st.tuples(st.integers(2, 4), st.integers(1, 8), st.integers(1, 3), st.integers(0, 2 ** 16))
+
+
+def on_the_wire(kinds: list[str]) -> list[str]:
+    """``kinds`` without runts: a NIC (a veth too) refuses to send a frame shorter than an Ethernet header."""
+    return [k for k in kinds if k != "runt"]

@@ -27,7 +27,7 @@ import pytest
 
 import pathgen as G
 from bmv2_harness import (Bmv2, Netns, SwitchLog, _sh, cli_commands, collect, drain, missing_tools, model_registers,
-                          read_counter, read_registers)
+                          read_counter, read_registers, register_mismatches)
 from p4gen import decision
 from p4gen import wire as W
 from p4gen.plan import Plan
@@ -42,7 +42,6 @@ pytestmark = [
 
 N = 3                       # workers of the job (the plan admits 4)
 ADVERSARIAL_SLOTS = [60, 61]
-I64_MAX = (1 << 63) - 1
 
 
 def _names(keys) -> tuple[tuple[str, str], ...]:
@@ -138,16 +137,8 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
         cdiff = {k: (bm_stats[k], v) for k, v in fast.counter_read().items() if bm_stats[k] != v}
         if cdiff:
             mismatches.append(f"stats (packets, bytes) as (BMv2, model): {cdiff}")
-        bm_regs, m_regs = read_registers(sw, plan), model_registers(fast, plan)
-        saturated = 0
-        for reg, vals in m_regs.items():
-            # the Thrift runtime reads a register entry as a signed 64-bit integer: values from 2**63 - 1 up
-            # come back as 2**63 - 1 (those entries are compared only that far)
-            saturated += sum(1 for a, b in zip(bm_regs[reg], vals) if a == I64_MAX and b >= I64_MAX)
-            bad = [i for i, (a, b) in enumerate(zip(bm_regs[reg], vals)) if a != b and not (a == I64_MAX <= b)]
-            if bad:
-                mismatches.append(f"register {reg}: {len(bad)} entries differ, first {bad[0]}: "
-                                  f"BMv2 {bm_regs[reg][bad[0]]}, model {vals[bad[0]]}")
+        bad_regs, saturated = register_mismatches(read_registers(sw, plan), model_registers(fast, plan))
+        mismatches += bad_regs
         assert not mismatches, f"{name}: {len(mismatches)} mismatches (log {log}):\n" + "\n".join(mismatches[:20])
     finally:
         for s in socks.values():
