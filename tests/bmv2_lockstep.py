@@ -29,7 +29,7 @@ from p4gen.plan import Plan
 from p4gen.switch.model import SwitchModel
 
 SYNC_TIMEOUT = 2.0      # s for BMv2 to count a frame
-OUTPUT_TIMEOUT = 1.0    # s for BMv2's outputs of a counted frame to arrive
+OUTPUT_TIMEOUT = 1.0    # s for BMv2's outputs of a counted frame to arrive (they take about a millisecond)
 QUIET = 0.1             # s without output before a state check
 
 

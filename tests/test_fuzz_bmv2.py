@@ -52,8 +52,8 @@ pytestmark = [
 PORTS = list(range(1, 7)) + list(range(10, 15))
 FUZZ_PORTS = list(range(1, 7))
 # examples per variant, whatever the Hypothesis profile: BMv2 takes a few ms per frame
-SEQUENCES = 15
-JOBS = 10
+SEQUENCES = 25
+JOBS = 20
 BMV2_SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -65,10 +65,9 @@ def bmv2(request, tmp_path_factory):
     program = build_program(FP.PLANS[variant], work / "build")
     with Lockstep(FP.PLANS[variant], program, work, PORTS) as sw:
         yield variant, sw
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"BMv2 {variant}: {sw.total} frames in {sw.runs} runs, each frame's outputs and "
-                            f"counter and each run's registers the model's")
+    with request.config.pluginmanager.get_plugin("capturemanager").global_and_fixture_disabled():
+        print(f"\nBMv2 {variant}: {sw.total} frames in {sw.runs} runs; every frame's outputs and counter, and "
+              f"every run's registers, were the model's")
 
 
 def _flooding(variant: str) -> dict:
