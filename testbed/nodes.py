@@ -106,6 +106,7 @@ class P4Switch(_Marked, Switch):
     """A switch process on this node's interfaces, programmed from the plan in ``plan``."""
 
     kind = "switch"
+    label = "switch"            # the --switch name in result tables
     ready_timeout = 10.0
     p4runtime: str | None = None
 
@@ -208,6 +209,7 @@ class SoftSwitch(P4Switch):
     """The software data plane (``python -m p4gen.switch.dataplane``), programmed by a JSON config file."""
 
     kind = "switch"
+    label = "soft"
     module = "p4gen.switch.dataplane"
 
     def __init__(self, name, **params):
@@ -242,6 +244,7 @@ class BMv2Switch(P4Switch):
     """``simple_switch_grpc`` running the build's ``program.json`` (``p4gen build --compile``)."""
 
     kind = "bmv2"
+    label = "bmv2"
     grpc_port = 9559
     thrift_port = 9090
     cpu_port = 510
@@ -282,6 +285,17 @@ class BMv2Switch(P4Switch):
             if time.monotonic() > deadline:
                 raise self._failed(f"open port {self.grpc_port}")
             time.sleep(0.05)
+
+    def load_jobs(self, *specs) -> None:
+        """(Re)start simple_switch_grpc and set the jobs ``specs`` up on it over P4Runtime.
+
+        A pipeline pushed again onto a running simple_switch_grpc leaves the previous multicast
+        groups in BMv2's replication engine while PI forgets them; the controller then inserts the
+        groups again and every result goes out once more per earlier programming.  A fresh process
+        starts with none, and with its registers cleared, as the software data plane does.
+        """
+        self.jobs = specs
+        self.restart()
 
     def program_p4runtime(self, *specs) -> None:
         """Push the pipeline and set ``specs`` up with ``p4gen.controller``, inside this node's namespace."""

@@ -3,8 +3,8 @@
 :func:`program` takes a switch node and one or more :class:`JobSpec` (jobs
 that share the switch use disjoint slot ranges and multicast groups).  A node that
 serves P4Runtime (``node.p4runtime`` is an address inside its namespace:
-BMv2's ``simple_switch_grpc``) is programmed by ``p4gen.controller`` over
-P4Runtime; the controller runs inside the switch's namespace (``python -m
+BMv2's ``simple_switch_grpc``) is restarted and programmed by ``p4gen.controller`` over
+P4Runtime (see :meth:`~p4gen.testbed.nodes.BMv2Switch.load_jobs`); the controller runs inside the switch's namespace (``python -m
 p4gen.testbed.program``), because the switch listens on that namespace's
 loopback.  A node without one (the software data plane) gets the same
 entries as a JSON control-plane config (:func:`json_config`) that it loads
@@ -119,7 +119,7 @@ def program(node, *specs: JobSpec) -> None:
     if not specs:
         raise TestbedError("program() needs at least one job")
     if getattr(node, "p4runtime", None):
-        node.program_p4runtime(*specs)
+        node.load_jobs(*specs)
     else:
         node.load_config(json_config(node.plan, *specs))
 

@@ -52,6 +52,15 @@ def test_bmv2_five_percent_loss_still_exact(sml):
     assert 0.01 < r.loss_seen < 0.1, r.loss_seen
 
 
+def test_bmv2_programmed_again_sends_each_result_once(sml):
+    # every run programs the switch again; an earlier programming's multicast replicas must be gone
+    for seed in (2, 3):
+        r = harness.run_switchml(sml, size=SIZE, seed=seed)
+        assert r.exact and r.correct, r
+        for w in r.per_worker:
+            assert w["received"] <= w["sent"] + w["retransmitted"], r.per_worker
+
+
 def test_bmv2_killed_worker_gives_a_clear_timeout_error(sml):
     with pytest.raises(JobError, match=r"^worker 2 \(h3\) was killed mid-job; the others stopped with a timeout "
                                        r"error \(2 of 2\), e\.g\. worker [01] \(h[12]\): no result for 2\.0 s"):
