@@ -210,6 +210,11 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
             outcome = f"switch {net.agg.name} restarted mid-job (down {time.monotonic() - t_r:.1f} s)"
     if errors:
         others = {r: m for r, m in errors.items() if r != killed}
+        if killed is not None and not others and len(done) == n - 1:
+            chunks = -(-size // layout.elements)
+            raise JobError(f"worker {killed} ({hosts[killed]}) was killed after it had sent every contribution: "
+                           f"the other {n - 1} workers finished without it ({chunks} chunks, a window of {win}); "
+                           f"a larger tensor puts the kill mid-job")
         if killed is not None:
             first = next(iter(others.values()), "no other worker reported")
             raise JobError(f"worker {killed} ({hosts[killed]}) was killed mid-job; the others stopped "

@@ -103,6 +103,14 @@ def test_killed_worker_gives_a_clear_timeout_error(net3):
         harness.run_switchml(net3, size=SIZE, fault="kill-worker", stall_timeout=2.0)
 
 
+def test_a_kill_after_the_last_contribution_is_not_reported_as_mid_job(net3):
+    # 16 chunks in a window of 64: the last worker has sent everything before its first progress mark
+    with pytest.raises(JobError, match=r"^worker 2 \(h3\) was killed after it had sent every contribution: the other "
+                                       r"2 workers finished without it \(16 chunks, a window of 64\); a larger "
+                                       r"tensor puts the kill mid-job$"):
+        harness.run_switchml(net3, size=4096, fault="kill-worker", stall_timeout=2.0)
+
+
 def test_switch_restart_mid_job_recovers_or_fails_cleanly_and_says_which(net3):
     try:
         r = harness.run_switchml(net3, size=SIZE, fault="restart-switch", stall_timeout=5.0)
