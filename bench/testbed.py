@@ -6,9 +6,18 @@
 
 For each worker count: SwitchML time through the software data plane and
 Gloo (torch.distributed, ring all-reduce) time on the same star topology,
-links and tensor; their ratio against the ideal 2(n-1)/n; SwitchML goodput
-as a fraction of the link-rate bound (size / link rate).  Then the 4-worker
-16 MiB exact-sum row.  With --omnireduce: for 4 and 8 workers and block
+hosts, links and tensor, one after the other on one Mininet network; their
+ratio, against the ideal ratio of their link-rate bounds; each protocol's
+time as a fraction of its link-rate bound.  The bound
+(``p4gen.testbed.bounds``, printed with the table) is the wire bytes per
+element, payload and headers, over the link rate: SwitchML sends and
+receives one frame per chunk (1075 B for 256 values), Gloo 2(n-1)/n of the
+tensor each way in full TCP segments (1448 B in 1514 B frames).  The table
+also gives SwitchML's goodput (tensor bits over time) as a fraction of the
+link rate.  The default 5 Mbit/s keeps the links, not the Python switch and
+emulators on two shared cores, the bottleneck: 8 workers at 5 Mbit/s are
+about 4,700 frames/s into the switch and as many out.  Then the 4-worker 16 MiB exact-sum
+row.  With --omnireduce: for 4 and 8 workers and block
 densities 1.0 .. 0.01 (each worker's blocks non-zero independently with that
 probability), OmniReduce and dense SwitchML all-reduce the *same* tensors on
 the same star links, one after the other; the table gives both times, the
@@ -18,11 +27,10 @@ full-size result per block in SwitchML, and in OmniReduce one per held block
 plus one per stream for the discovery round, so the ideal speed-up is
 ``blocks / (union * blocks + streams)``; uplinks carry less (header-only
 frames for blocks the worker lacks).  With --bmv2: the testbed's BMv2 runs (3
-workers on 100 Mbit/s: SwitchML, with 5% loss, OmniReduce at density 0.3, a
-killed worker timed to its error) on BMv2 and on the software switch.  Every
-network is Mininet (``p4gen.testbed.net``).  Link rates are kept low because the Python
-data plane and emulators share two CPU cores: the point is to measure the
-protocols, not the interpreter.
+workers on 100 Mbit/s, --bmv2-size elements: SwitchML, with 5% loss,
+OmniReduce at density 0.3, a killed worker timed to its error) on BMv2 and
+on the software switch, each on a fresh network, at the same window.  Every
+network is Mininet (``p4gen.testbed.net``).
 """
 
 from __future__ import annotations
@@ -62,7 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bmv2", action="store_true",
                     help="the testbed's BMv2 runs (3 workers: exact, 5%% loss, OmniReduce, killed worker) on BMv2 "
                          "and on the software switch")
-    ap.add_argument("--bmv2-size", default="16384")
+    ap.add_argument("--bmv2-size", default="65536",
+                    help="elements of every --bmv2 run (at 16384 a window of 64 holds the whole tensor, and the "
+                         "killed worker has sent everything before it is killed)")
+    ap.add_argument("--bmv2-window", type=int, default=None,
+                    help="window of the --bmv2 runs on both switches (default: the testbed's, 64)")
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
     ap.add_argument("--plans", default="/tmp/p4g-plans")
@@ -78,9 +90,14 @@ def main(argv: list[str] | None = None) -> int:
             gl = harness.run_gloo(net, size=size)
             print(row(gl), flush=True)
         rows += [sml, gl]
-        summary.append({"workers": n, "switchml_s": sml.time, "gloo_s": gl.time, "ratio": gl.time / sml.time,
-                        "ideal_ratio": 2 * (n - 1) / n, "switchml_pct_of_bound": sml.pct_of_bound,
-                        "gloo_pct_of_bound": gl.pct_of_bound, "exact": sml.exact})
+        summary.append({"workers": n, "mbit": a.bw, "size": size, "switchml_s": sml.time, "gloo_s": gl.time,
+                        "ratio": gl.time / sml.time, "ideal_ratio": gl.bound_time / sml.bound_time,
+                        "switchml_bound_s": sml.bound_time, "gloo_bound_s": gl.bound_time,
+                        "switchml_pct_of_bound": sml.pct_of_bound, "gloo_pct_of_bound": gl.pct_of_bound,
+                        "switchml_goodput_pct_of_link": 100 * sml.goodput_mbit / a.bw,
+                        "switchml_bound_how": sml.bound_how, "gloo_bound_how": gl.bound_how,
+                        "switchml_retransmissions": sml.retransmissions, "exact": sml.exact and sml.correct,
+                        "gloo_correct": gl.correct})
     if a.big:
         with Network(star(4, a.big_bw), switch=SoftSwitch, plan_dir=plan) as net:
             big = harness.run_switchml(net, size=parse_size(a.big))
@@ -96,10 +113,13 @@ def main(argv: list[str] | None = None) -> int:
         rows += vrows
     if summary:
         print()
-        print(" n  switchml s  gloo s  ratio  ideal  SwitchML %bound")
+        print(f"{a.size} float32 on {a.bw:g} Mbit/s links, SwitchML through the software switch, Gloo on the same "
+              f"hosts and links; link-rate bound = wire bytes per element (payload + headers) x elements / link rate:")
+        for how in dict.fromkeys(h for s in summary for h in (s["switchml_bound_how"], s["gloo_bound_how"])):
+            print(f"  {how}")
+        print(SUMMARY_HEAD)
     for s in summary:
-        print(f"{s['workers']:>2}  {s['switchml_s']:>10.2f}  {s['gloo_s']:>6.2f}  {s['ratio']:>5.2f}  "
-              f"{s['ideal_ratio']:>5.2f}  {s['switchml_pct_of_bound']:>14.1f}")
+        print(summary_line(s))
     if omni:
         print()
         print(OMNI_HEAD)
@@ -130,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         ns = [s["workers"] for s in summary]
         ax.plot(ns, [s["switchml_s"] for s in summary], "o-", label="SwitchML (soft switch)")
         ax.plot(ns, [s["gloo_s"] for s in summary], "s-", label="Gloo ring")
-        ax.plot(ns, [size * 32 / (a.bw * 1e6)] * len(ns), "k--", label="SwitchML bound")
+        ax.plot(ns, [s["switchml_bound_s"] for s in summary], "k--", label="SwitchML link-rate bound")
+        ax.plot(ns, [s["gloo_bound_s"] for s in summary], "k:", label="Gloo ring link-rate bound")
         ax.set_xlabel("workers")
         ax.set_ylabel("all-reduce time (s)")
         ax.set_title(f"{a.size} float32, {a.bw:g} Mbit/s links")
@@ -141,6 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     fig.savefig(a.png, dpi=120)
     print(f"wrote {a.png} and {a.json}")
     return 0
+
+
+SUMMARY_HEAD = (" n  switchml s  gloo s  gloo/switchml  ideal  SwitchML %bound  Gloo %bound  "
+                "SwitchML goodput %link  retx  exact")
+
+
+def summary_line(s: dict) -> str:
+    return (f"{s['workers']:>2}  {s['switchml_s']:>10.2f}  {s['gloo_s']:>6.2f}  {s['ratio']:>13.2f}  "
+            f"{s['ideal_ratio']:>5.2f}  {s['switchml_pct_of_bound']:>15.1f}  {s['gloo_pct_of_bound']:>11.1f}  "
+            f"{s['switchml_goodput_pct_of_link']:>22.1f}  {s['switchml_retransmissions']:>4}  "
+            f"{'yes' if s['exact'] and s['gloo_correct'] else 'NO'}")
 
 
 OMNI_HEAD = (" n  density  union  switchml s  omni s  speed-up  ideal  1/density  "
@@ -187,16 +219,19 @@ def sweep(a) -> tuple[list[dict], list]:
 
 VERSUS_RUNS = (("SwitchML", "switchml", {}), ("SwitchML, 5% loss", "switchml", {"loss": 0.05, "seed": 1}),
                ("OmniReduce d=0.3", "omnireduce", {"density": 0.3}), ("killed worker", "switchml", {"fault": "kill-worker"}))
-VERSUS_HEAD = "run                 soft s   bmv2 s   bmv2/soft  exact (soft, bmv2)"
+VERSUS_HEAD = "run                 soft s   bmv2 s   bmv2/soft  retx (soft, bmv2)  exact (soft, bmv2)"
 
 
 def versus_line(v: dict) -> str:
     ex = ", ".join("-" if e is None else ("yes" if e else "NO") for e in (v["soft_exact"], v["bmv2_exact"]))
-    return f"{v['run']:<18}  {v['soft_s']:>6.2f}  {v['bmv2_s']:>7.2f}  {v['bmv2_s'] / v['soft_s']:>10.1f}  {ex}"
+    rx = ", ".join("-" if x is None else str(x) for x in (v["soft_retx"], v["bmv2_retx"]))
+    return (f"{v['run']:<18}  {v['soft_s']:>6.2f}  {v['bmv2_s']:>7.2f}  {v['bmv2_s'] / v['soft_s']:>10.1f}  "
+            f"{rx:>17}  {ex}")
 
 
-def _timed(net, size: int, protocol: str, opts: dict):
-    """(seconds, RunResult or None): a killed worker is timed to its clear error (stall timeout 2 s)."""
+def _timed(net, size: int, protocol: str, opts: dict, window: int | None):
+    """(seconds, RunResult or None): a killed worker is timed from the workers' start to its clear error
+    (stall timeout 2 s)."""
     opts = dict(opts)
     loss = opts.pop("loss", 0.0)
     net.set_loss(loss)
@@ -204,11 +239,13 @@ def _timed(net, size: int, protocol: str, opts: dict):
         if opts.get("fault") == "kill-worker":
             t0 = time.monotonic()
             try:
-                harness.run_switchml(net, size=size, protocol=protocol, stall_timeout=2.0, **opts)
-            except JobError:
+                harness.run_switchml(net, size=size, protocol=protocol, stall_timeout=2.0, window=window, **opts)
+            except JobError as exc:
+                if "was killed mid-job" not in str(exc):
+                    raise SystemExit(f"the killed-worker run: {exc}") from None
                 return time.monotonic() - t0, None
             raise SystemExit("the killed-worker run finished: no fault was injected")
-        r = harness.run_switchml(net, size=size, protocol=protocol, **opts)
+        r = harness.run_switchml(net, size=size, protocol=protocol, window=window, **opts)
         return r.time, r
     finally:
         net.set_loss(0.0)
@@ -226,8 +263,9 @@ def bmv2_versus_soft(a) -> tuple[list[dict], list]:
         for kind, cls in (("soft", SoftSwitch), ("bmv2", BMv2Switch)):
             plan = build_plan(protocol, 32, a.plans, compile_p4=cls is BMv2Switch)
             with Network(star(3, 100), switch=cls, plan_dir=plan) as net:
-                t, r = _timed(net, size, protocol, opts)
+                t, r = _timed(net, size, protocol, opts, a.bmv2_window)
             v[f"{kind}_s"], v[f"{kind}_exact"] = t, (None if r is None else r.exact and r.correct)
+            v[f"{kind}_retx"] = None if r is None else r.retransmissions
             if r is not None:
                 print(row(r), flush=True)
                 rows.append(r)

@@ -5,7 +5,8 @@ per host (SwitchML, or OmniReduce with ``protocol="omnireduce"``: block-sparse
 tensors of the given ``density`` and a check with one exponent per stream), releases them together, optionally injects a fault, and checks
 every worker's result against the exact sum.  :func:`run_gloo` does the
 same with ``torch.distributed`` (Gloo backend, ring all-reduce) on the same
-hosts and links.  Both return a :class:`RunResult`; a job that cannot
+hosts and links.  Both return a :class:`RunResult`, with the run's time
+against its link-rate bound (:mod:`p4gen.testbed.bounds`); a job that cannot
 finish raises :class:`~p4gen.testbed.errors.JobError` with one line that
 says which worker failed and why.
 """
@@ -23,7 +24,7 @@ import numpy as np
 
 from p4gen.wire import Layout
 
-from . import tensors
+from . import bounds, tensors
 from .errors import JobError, TestbedError
 from .net import Network
 from .topo import SWITCH_IP, SWITCH_MAC
@@ -44,7 +45,7 @@ class RunResult:
     switch: str
     time: float               # seconds, slowest worker
     goodput_mbit: float       # tensor bits / time
-    bound_time: float         # link-rate bound of this protocol
+    bound_time: float         # link-rate bound of this protocol, headers included (p4gen.testbed.bounds)
     pct_of_bound: float       # bound_time / time * 100
     packets: int              # frames the workers sent (SwitchML: protocol frames; Gloo: interface frames)
     retransmissions: int
@@ -60,6 +61,7 @@ class RunResult:
     union_density: float = 1.0  # OmniReduce: fraction of blocks that some worker holds (rounds with data)
     loss_seen: float | None = None  # 1 - frames received / frames sent, over both directions of the host links
     loss_method: str | None = None  # netem, nft or iptables (see p4gen.testbed.loss)
+    bound_how: str = ""       # what the link-rate bound counts, one line
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -228,6 +230,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     total, xs = tensors.expected(n, size, dtype, seed, density, layout.elements)
     k = layout.elements
     blocks = -(-size // k)
+    held_blocks = None
     if protocol == "omnireduce":
         streams = min(win, blocks)
         checks = [tensors.check_omnireduce(np.load(net.workdir / f"result-{hosts[r]}.npy"), xs, total, k, streams,
@@ -237,20 +240,20 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         for x in xs:
             held |= np.pad(x, (0, blocks * k - size)).reshape(blocks, k).any(axis=1)
         union = float(held.mean())
+        held_blocks = int(held.sum())
     else:
         checks = [tensors.check_switchml(np.load(net.workdir / f"result-{hosts[r]}.npy"), xs, total, k,
                                          layout.value_width) for r in range(n)]
         union = 1.0
     t = max(ev["time"] for ev in done.values())
     bits = size * 4 * 8
-    # link-rate bound: the tensor once over a link; OmniReduce: only the blocks some worker holds
-    bound = union * bits / (mbit * 1e6)
+    bound = bounds.aggregation(layout, size, mbit, protocol, held_blocks)
     pkt = sum(ev["sent"] for ev in done.values())
     frames_tx = sum(c1[h][0] - c0[h][0] for h in hosts)
     bytes_tx = sum(c1[h][4] - c0[h][4] for h in hosts)
-    res = RunResult(protocol, n, size, dtype, density, mbit, net.loss, topo.name, net.agg.kind, t, bits / t / 1e6,
-                    bound, 100 * bound / t, pkt, sum(ev["retransmitted"] for ev in done.values()), bytes_tx / n,
-                    max(c.max_abs_error for c in checks), max(c.max_bound for c in checks),
+    res = RunResult(protocol, n, size, dtype, density, mbit, net.loss, topo.name, net.agg.label, t, bits / t / 1e6,
+                    bound.seconds, 100 * bound.seconds / t, pkt, sum(ev["retransmitted"] for ev in done.values()),
+                    bytes_tx / n, max(c.max_abs_error for c in checks), max(c.max_bound for c in checks),
                     all(c.exact for c in checks), all(c.correct for c in checks), fault,
                     (outcome + "; the job recovered") if outcome else None,
                     [{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())])
@@ -259,6 +262,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     offered = sum(ev["sent"] + ev["retransmitted"] for ev in done.values())
     res.loss_seen = _loss_seen(offered, sum(ev["received"] for ev in done.values()), c0, c1, hosts)
     res.loss_method = net.loss_method if net.loss else None
+    res.bound_how = bound.how
     return res
 
 
@@ -290,11 +294,12 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     t = max(ev["time"] for ev in done.values())
     mbit = min(ln.mbit for ln in topo.links)
     bits = size * 4 * 8
-    bound = 2 * (n - 1) / n * bits / (mbit * 1e6)
+    bound = bounds.gloo_ring(n, size, mbit, np.dtype(dtype).itemsize)
     frames = sum(c1[h][0] - c0[h][0] for h in c1)
     bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
-    return RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.kind, t, bits / t / 1e6, bound,
-                     100 * bound / t, frames, retrans, bytes_tx / n, max(c.max_abs_error for c in checks),
-                     max(c.max_bound for c in checks), True, all(c.correct for c in checks),
+    return RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.label, t, bits / t / 1e6,
+                     bound.seconds, 100 * bound.seconds / t, frames, retrans, bytes_tx / n,
+                     max(c.max_abs_error for c in checks), max(c.max_bound for c in checks), True,
+                     all(c.correct for c in checks),
                      per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],
-                     frames_on_links=frames)
+                     frames_on_links=frames, bound_how=bound.how)

@@ -77,6 +77,7 @@ def test_three_workers_exact_sums(net3):
     assert r.max_abs_error <= r.error_bound
     assert r.packets >= 3 * SIZE // 256
     assert r.loss == 0.0 and r.loss_seen == 0.0
+    assert r.switch == "soft"
 
 
 def test_three_workers_int32_wraparound_sums_are_exact(net3):
@@ -199,7 +200,10 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
                          input="h1 ping -c 1 h2\nexit\n", capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     head, prompt, _ = out.stdout.partition("mininet> ")
-    assert head.splitlines()[-1].split()[:2] == ["switchml", "2"] and prompt
+    row, bound = head.splitlines()[-2:]
+    assert row.split()[:2] == ["switchml", "2"] and prompt
+    assert bound.startswith("%bound = link-rate bound / time; the bound counts switchml: 16 frames (one per chunk "
+                            "of 256 elements) of 1075 B = 1024 B of values + 51 B of headers"), bound
     assert "1 packets transmitted, 1 received" in out.stderr, out.stderr     # Mininet prints node output there
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]
