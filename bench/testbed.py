@@ -1,8 +1,11 @@
 """SwitchML vs Gloo ring all-reduce on bandwidth-limited emulated links, and OmniReduce vs dense SwitchML.
 
-    sudo /tmp/venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 5] [--png out.png]
-    sudo /tmp/venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
-    sudo /tmp/venv/bin/python bench/testbed.py --workers '' --big '' --bmv2      # BMv2 against SoftSwitch
+    .venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 5] [--png out.png]
+    .venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
+    .venv/bin/python bench/testbed.py --workers '' --big '' --bmv2 [--bmv2-window 8]   # BMv2 against SoftSwitch
+
+As root; on a shared machine, under ``flock /tmp/p4gen-bench.lock`` and in a network namespace of
+its own (``unshare -n sh -c 'ip link set lo up && exec ...'``).
 
 For each worker count: SwitchML time through the software data plane and
 Gloo (torch.distributed, ring all-reduce) time on the same star topology,
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     size = parse_size(a.size)
     plan = build_plan("switchml", 32, a.plans)
     rows, summary = [], []
+    print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     print(header())
     for n in [int(x) for x in a.workers.split(",") if x]:
         with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=plan) as net:
@@ -130,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         print(VERSUS_HEAD)
         for v in versus:
             print(versus_line(v))
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     Path(a.json).write_text(json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni,
                                         "bmv2_vs_soft": versus}, indent=2) + "\n")
     try:
