@@ -103,6 +103,8 @@ class _Agents:
                 raise JobError(f"worker {missing[0]} ({p.name}) was not {what} in {timeout:.0f} s; see {p.log}") from None
             if ev["event"] == kind:
                 got[rank] = ev
+            elif kind == "done" and rank in got and ev["event"] == "exit" and ev.get("rc") == 0:
+                continue           # a worker that is done ends normally while the others still run
             elif ev["event"] in ("error", "exit"):
                 p = self.procs[rank]
                 msg = ev.get("message") or f"exited with status {ev.get('rc')} ({p.tail(1)})"
