@@ -9,6 +9,7 @@ the testbed against a data plane under development).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -96,6 +97,15 @@ def test_five_percent_loss_still_exact_and_the_loss_is_seen(net3):
     assert r.retransmissions > 0
     assert r.loss == 0.05 and r.loss_method == net3.loss_method
     assert 0.02 < r.loss_seen < 0.09, r.loss_seen
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed (the gloo extra)")
+def test_gloo_baseline_on_the_same_hosts_sums_and_counts_its_bound(net3):
+    r = harness.run_gloo(net3, size=SIZE)
+    assert r.protocol == "gloo" and r.switch == "soft" and r.correct, r
+    assert r.max_abs_error <= r.error_bound
+    assert r.bound_how.startswith("gloo: 2(n-1)/n = 1.333 of the tensor"), r.bound_how
+    assert r.bytes_per_worker >= 2 * 2 / 3 * SIZE * 4        # the ring's share of the tensor, each host
 
 
 def test_killed_worker_gives_a_clear_timeout_error(net3):
