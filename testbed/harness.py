@@ -62,6 +62,7 @@ class RunResult:
     loss_seen: float | None = None  # 1 - frames received / frames sent, over both directions of the host links
     loss_method: str | None = None  # netem, nft or iptables (see p4gen.testbed.loss)
     bound_how: str = ""       # what the link-rate bound counts, one line
+    window: int = 0           # slots in flight per worker (SwitchML, OmniReduce)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -117,10 +118,15 @@ class _Agents:
             p.popen.stdin.flush()
 
 
-def _window(mbit: float, frame_bytes: int, window: int | None) -> tuple[int, float]:
-    """(window, initial retransmission timeout) for a link of ``mbit``: the timeout covers a full window
-    queued on the link three times over, so a window in flight is not retransmitted spuriously."""
+def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1) -> tuple[int, float]:
+    """(window, initial retransmission timeout) for a link of ``mbit``: 64 slots unless asked, or fewer
+    when the ``n`` workers' windows together would exceed what ``switch`` takes in flight
+    (``max_in_flight``); the timeout covers a full window queued on the link three times over, so a
+    window in flight is not retransmitted spuriously."""
     w = window or 64
+    cap = getattr(switch, "max_in_flight", None)
+    if window is None and cap:
+        w = max(1, min(w, cap // n))
     serial = w * frame_bytes * 8 / (mbit * 1e6)
     return w, max(0.1, 3 * serial)
 
@@ -133,7 +139,8 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "
     layout = Layout(net.agg.plan)
     w = spec.workers[rank]
     if window is None or rto is None:
-        win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
+        win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
+                           len(spec.workers))
         window = min(win, spec.slot_count)
     return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
             "n": len(spec.workers), "size": size, "dtype": dtype, "seed": seed, "density": density,
@@ -164,7 +171,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     plan = net.agg.plan
     layout = Layout(plan)
     mbit = min(ln.mbit for ln in topo.links)
-    win, rto = _window(mbit, layout.frame_len, window)
+    win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts))
     if spec is None:
         win = min(win, int(plan.params["slots"]))
         spec = net.job_spec(slot_count=win)
@@ -265,6 +272,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     res.loss_seen = _loss_seen(offered, sum(ev["received"] for ev in done.values()), c0, c1, hosts)
     res.loss_method = net.loss_method if net.loss else None
     res.bound_how = bound.how
+    res.window = win
     return res
 
 

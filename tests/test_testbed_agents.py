@@ -1,11 +1,13 @@
-"""How the harness reads its workers' events (p4gen.testbed.harness._Agents), without a network."""
+"""The harness's bookkeeping without a network: its workers' events (p4gen.testbed.harness._Agents) and the
+window it gives them."""
 
 from __future__ import annotations
 
 import pytest
 
 from p4gen.testbed.errors import JobError
-from p4gen.testbed.harness import _Agents
+from p4gen.testbed.harness import _Agents, _window
+from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
 
 
 class _Proc:
@@ -40,3 +42,13 @@ def test_a_worker_that_is_ready_and_exits_fails_the_ready_wait():
     a = _agents((0, {"event": "ready"}), (0, {"event": "exit", "rc": 0}), (1, {"event": "ready"}))
     with pytest.raises(JobError, match=r"^worker 0 \(h1\) failed before it was ready: exited with status 0"):
         a.wait_all("ready", 5.0, "ready")
+
+
+def test_the_window_fits_what_the_switch_takes_in_flight():
+    assert SoftSwitch.max_in_flight is None and BMv2Switch.max_in_flight == 24
+    assert _window(100, 1075, None, SoftSwitch, 3) == (64, 0.1)           # the links bound it
+    assert _window(100, 1075, None, BMv2Switch, 3) == (8, 0.1)            # 24 frames over 3 workers
+    assert _window(100, 1075, None, BMv2Switch, 32)[0] == 1
+    assert _window(100, 1075, 32, BMv2Switch, 3)[0] == 32                 # asked for: given
+    w, rto = _window(5, 1075, None, SoftSwitch, 8)
+    assert w == 64 and rto == pytest.approx(3 * 64 * 1075 * 8 / 5e6)     # three windows on the link
