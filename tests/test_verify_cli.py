@@ -146,6 +146,25 @@ def test_progress_line_on_a_terminal():
     assert cli._progress_line(io.StringIO()) is None
 
 
+def test_result_lines_do_not_land_on_the_progress_line(tmp_path, monkeypatch):
+    import sys
+
+    from p4gen.verify import runner
+    from p4gen.verify.report import VerifyReport
+
+    def fake_run(plan, *, out, progress, **kw):
+        progress(1, 2, "fixed point")
+        out("fixedpoint/no_overflow  proved")
+        return VerifyReport(variant="hardened", fifo=False, assumptions=[], required=[2])
+    monkeypatch.setattr(runner, "run", fake_run)
+    term = _Tty()              # stdout and stderr are the same terminal
+    monkeypatch.setattr(sys, "stdout", term)
+    monkeypatch.setattr(sys, "stderr", term)
+    args = _args(str(_write(tmp_path)))
+    assert args.func(args) == 1        # the fake report has no lines: not ok
+    assert term.getvalue().startswith("\r\x1b[Kverify 1/2  fixed point\r\x1b[Kfixedpoint/no_overflow  proved\n")
+
+
 def test_not_covered_when_a_proof_covers_fewer_n(tmp_path, monkeypatch):
     from p4gen.verify import fixedpoint, runner
 

@@ -24,15 +24,28 @@ def register(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def _progress_line(stream):
-    """A progress callback that redraws one line on ``stream``, or None when it is not a terminal."""
-    if not stream.isatty():
-        return None
+class _ProgressLine:
+    """``done/total  label`` redrawn in place on a terminal; :meth:`clear` wipes it before other output."""
 
-    def show(done: int, total: int, label: str) -> None:
-        stream.write(f"\r\x1b[Kverify {done}/{total}  {label[:100]}")
-        stream.flush()
-    return show
+    def __init__(self, stream):
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        self.stream.write(f"\r\x1b[Kverify {done}/{total}  {label[:100]}")
+        self.stream.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def _progress_line(stream) -> _ProgressLine | None:
+    """The progress line for ``stream``, or None when it is not a terminal."""
+    return _ProgressLine(stream) if stream.isatty() else None
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -41,6 +54,11 @@ def handler(args: argparse.Namespace) -> int:
     from .runner import run
 
     progress = _progress_line(sys.stderr)
+
+    def out(line: str) -> None:
+        if progress is not None:        # a result line must not land on the end of the progress line
+            progress.clear()
+        print(line, flush=True)
     try:
         outdir = Path(args.outdir)
         if not outdir.exists():
@@ -51,11 +69,10 @@ def handler(args: argparse.Namespace) -> int:
         try:
             report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
                          workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
-                         progress=progress)
+                         out=out, progress=progress)
         finally:
             if progress is not None:
-                sys.stderr.write("\r\x1b[K")
-                sys.stderr.flush()
+                progress.clear()
         path = Path(args.json) if args.json else (outdir if outdir.is_dir() else outdir.parent) / "verify.json"
         try:
             path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
