@@ -29,9 +29,14 @@ from .files import parse_json, read_text
 
 SCHEMA = "p4gen.plan/1"
 
-_REQUIRED = ("schema", "generator", "spec", "target", "protocol", "variant", "params",
-             "headers", "metadata", "registers", "stages", "tables", "actions", "counters",
-             "decision", "resources", "p4names")
+# the top-level keys of plan.json and their JSON types; every list holds objects
+_REQUIRED: dict[str, type] = {
+    "schema": str, "generator": dict, "spec": dict, "target": dict, "protocol": str, "variant": str,
+    "params": dict, "headers": list, "metadata": list, "registers": list, "stages": list, "tables": list,
+    "actions": list, "counters": list, "decision": dict, "resources": dict, "p4names": dict,
+}
+_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
+              bool: "a boolean", type(None): "null"}
 
 
 @dataclass(frozen=True)
@@ -132,9 +137,13 @@ class Plan:
             raise PlanError(f"{source} must hold a JSON object")
         if data.get("schema") != SCHEMA:
             raise PlanError(f"{source} has schema {data.get('schema')!r}; this p4gen reads {SCHEMA!r}")
-        for key in _REQUIRED:
+        for key, kind in _REQUIRED.items():
             if key not in data:
                 raise PlanError(f"{source} lacks the key {key!r}")
+            _check_type(source, key, data[key], kind)
+            if kind is list:
+                for i, item in enumerate(data[key]):
+                    _check_type(source, f"{key}[{i}]", item, dict)
         return cls(data, source)
 
     @classmethod
@@ -147,6 +156,11 @@ class Plan:
         return cls.from_json(read_text(p, "plan", PlanError), str(p))
 
 
+def _check_type(source: str, where: str, value: Any, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise PlanError(f"{source}: {where} must be {_JSON_TYPE[kind]}, not {_JSON_TYPE.get(type(value), 'that')}")
+
+
 def check_decision(data: dict[str, Any], source: str = "plan") -> None:
     """Refuse (PlanError, one line) a plan whose ``dt_*`` tables are not the expansion of its ``decision``."""
     from . import decision as dmod
@@ -154,7 +168,9 @@ def check_decision(data: dict[str, Any], source: str = "plan") -> None:
     try:
         why = dmod.p4_tables_mismatch(data)
     except (KeyError, LookupError, TypeError, ValueError, AttributeError) as exc:
-        raise PlanError(f"{source} has no valid decision table: {str(exc).strip() or exc.__class__.__name__}") from None
+        why = (f"the key {exc.args[0]!r} is missing" if type(exc) is KeyError and exc.args
+               else str(exc).strip() or exc.__class__.__name__)
+        raise PlanError(f"{source} has no valid decision table: {why}") from None
     if why is not None:
         raise PlanError(f"{source}: {why}; the dt_* tables are derived from 'decision': edit only 'decision' "
                         f"and re-derive them (Plan.with_decision), or rebuild with p4gen build")

@@ -83,6 +83,10 @@ BAD_PLANS = [
     (_set(("headers",), []), "headers must be a non-empty list (got [])"),
     (_set(("params", "value_width"), 8), "value_width=8 must be one of 16, 32"),
     (_drop_rule, "has no valid decision table: no rule matches {'cmp': 'lt', 'seen': '0', 'count': 'none'}"),
+    (_set(("params", "value_width"), 32.0), "plan.json: value_width=32.0 must be one of 16, 32"),
+    (_set(("params",), []), "plan.json: params must be an object, not a list"),
+    (_set(("registers",), [1]), "plan.json: registers[0] must be an object, not an integer"),
+    (_set(("decision",), {}), "plan.json has no valid decision table: the key 'steps' is missing"),
 ]
 
 

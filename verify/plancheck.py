@@ -57,7 +57,7 @@ def check(plan, source: str = "plan.json") -> Checked:
     mw = _int(source, "max_workers", mw, 2, MAX_WORKERS)
     slots = _int(source, "slots", params.get("slots"), 1, MAX_SLOTS)
     width = params.get("value_width")
-    if width not in VALUE_WIDTHS or isinstance(width, bool):
+    if isinstance(width, bool) or not isinstance(width, int) or width not in VALUE_WIDTHS:
         raise PlanError(f"{source}: value_width={width!r} must be one of {', '.join(map(str, VALUE_WIDTHS))}")
     words = math.ceil(mw / WORD)
     if params.get("bitmap_words", words) != words or params.get("bitmap_word_bits", WORD) != WORD:

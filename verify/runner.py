@@ -100,7 +100,7 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         progress: Callable[[int, int, str], Any] | None = None) -> VerifyReport:
     """Prove the plan's fixed-point and protocol properties; optionally refute the mutant catalogue."""
     t_start = time.perf_counter()
-    c = plancheck.check(plan)
+    c = plancheck.check(plan, str(getattr(plan, "source", "plan.json")))
     if workers:
         bad = [n for n in workers if not 2 <= n <= c.max_workers]
         if bad:
