@@ -139,3 +139,20 @@ def test_fixed_point_detects_too_large_limit(monkeypatch):
     monkeypatch.setattr(fixedpoint, "limit", lambda n, w: ((1 << (w - 1)) - 1) // n + 1)
     r = fixedpoint.prove_no_overflow([2, 3], 16)
     assert not r.proved and "n=2" in r.detail
+
+
+def test_no_overflow_runs_the_switchs_add_from_ops(monkeypatch):
+    from p4gen import ops
+
+    real = ops.values_op
+
+    def saturating(op, stored, pkt, bits, A=ops.INT):     # an add that clamps at the top instead of wrapping
+        if op != "add":
+            return real(op, stored, pkt, bits, A)
+        s = stored + pkt
+        top = (1 << bits) - 1
+        s = z3.If(s > top, z3.IntVal(top), s)
+        return s, s
+    monkeypatch.setattr(ops, "values_op", saturating)
+    r = fixedpoint.prove_no_overflow([2, 3], 16)
+    assert not r.proved and r.detail.startswith("counterexample: ["), r.detail

@@ -1,4 +1,4 @@
-"""Fixed-point (block floating point) proofs, over Z3 bit-vectors and reals, for every n at once.
+"""Fixed-point (block floating point) proofs, over Z3 integers, bit-vectors and reals, for every n at once.
 
 The codec contract (``p4gen.host.codec``): ``L = floor((2**(w-1)-1)/n)``,
 ``scale(e_max, n) = (2**(w-1)-1)/(n*2**e_max)``, ``q = clip(rint(x*scale),
@@ -13,8 +13,10 @@ checked against the contract for each of them.
 ``no_overflow``
     One step of the running sum, as w-bit two's complement: for all
     ``0 <= L <= P <= 2**(w-1)-1``, partial sums ``|S| <= P-L`` and addends
-    ``|q| <= L``, the wrapped sum ``bvadd(S, q)`` equals the exact sum and
-    ``|S+q| <= P``.  With ``P = n*L``, ``P - L = (n-1)*L`` bounds the partial
+    ``|q| <= L``, the switch's register add (``p4gen.ops.values_op("add")``
+    on the w-bit unsigned words that hold S and q, over Z3 integers: one
+    wrap modulo ``2**w``), read back as a signed number, equals the exact
+    sum, and ``|S+q| <= P``.  With ``P = n*L``, ``P - L = (n-1)*L`` bounds the partial
     sum before the n-th addition (after j additions it is at most j*L), so
     by induction over the n additions the switch's wrapped total equals the
     exact total for every input the codec can produce, in any arrival order.
@@ -107,16 +109,17 @@ def _limits(ns: list[int], w: int) -> tuple[bool, str]:
 
 def prove_no_overflow(ns: list[int], w: int) -> FPResult:
     t0 = time.perf_counter()
-    wide = w + 8
-    S, q = z3.BitVec("S", w), z3.BitVec("q", w)
-    L, P = z3.BitVec("L", wide), z3.BitVec("P", wide)
-    Sx, qx = z3.SignExt(8, S), z3.SignExt(8, q)
-    exact = Sx + qx
-    wrapped = z3.SignExt(8, S + q)
+    from .z3alg import Z3
+
+    half, mod = 1 << (w - 1), 1 << w
+    S, q, L, P = z3.Ints("S q L P")
+    unsigned = lambda x: z3.If(x < 0, x + mod, x)  # noqa: E731  (a w-bit register holds x mod 2**w)
+    signed = lambda u: z3.If(u >= half, u - mod, u)  # noqa: E731
     absle = lambda x, b: z3.And(x <= b, x >= -b)  # noqa: E731
+    stored, _ = ops.values_op("add", unsigned(S), unsigned(q), w, Z3)   # the switch's register add
     s = z3.Solver()
-    s.add(L >= 0, L <= P, P <= (1 << (w - 1)) - 1, absle(Sx, P - L), absle(qx, L))
-    s.add(z3.Not(z3.And(wrapped == exact, absle(exact, P))))
+    s.add(L >= 0, L <= P, P <= half - 1, absle(S, P - L), absle(q, L))
+    s.add(z3.Not(z3.And(signed(stored) == S + q, absle(S + q, P))))
     ok, detail = _unsat(s)
     ok2, d2 = _limits(ns, w)
     return FPResult("no_overflow", ns, ok and ok2, time.perf_counter() - t0, detail or d2)
