@@ -10,6 +10,8 @@
 * :mod:`p4gen.netio.mmsg` -- UDP datagrams in batches through
   ``recvmmsg``/``sendmmsg``, for hosts whose traffic must pass the kernel's
   IP stack (iptables, tc).
+* :mod:`p4gen.netio.heap` -- keeps freed memory in the process, so that a
+  packet loop's per-round arrays do not fault their pages in every round.
 
 This package depends on nothing else in p4gen but :mod:`p4gen.errors`, so
 both the switch runtime and the host side may use it.

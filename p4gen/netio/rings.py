@@ -346,10 +346,10 @@ class RingSocket:
         want = n if want is None else min(want, n)
         st = self._tx32[:, H3_STATUS >> 2]
         h = self._tx_head
-        seg = st[h:h + want] if h + want <= n else np.concatenate([st[h:], st[:h + want - n]])
-        if not seg.any():
-            return want
-        return int(np.flatnonzero(seg)[0])
+        # one read of the status words: the kernel rewrites them meanwhile (a flush in another thread)
+        seg = np.array(st[h:h + want]) if h + want <= n else np.concatenate([st[h:], st[:h + want - n]])
+        busy = np.flatnonzero(seg)
+        return want if not len(busy) else int(busy[0])
 
     def pending(self) -> bool:
         """Whether frames queued by :meth:`send` are still waiting for the device."""

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..errors import P4genError
 from ..netio.frames import open_port
+from ..netio.heap import retain_freed_memory
 from ..netio.rings import TxFlusher
 from .model import SwitchModel
 from ..plan import Plan
@@ -334,7 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         return True
 
     # the loop allocates tuples and lists per frame: with the start-up objects frozen out of the
-    # collector and a higher threshold, collections stay rare and cheap
+    # collector and a higher threshold, collections stay rare and cheap; a round's arrays reuse heap
+    # pages instead of faulting fresh ones in
+    retain_freed_memory()
     gc.collect()
     gc.freeze()
     gc.set_threshold(20000, 20, 20)
