@@ -143,8 +143,16 @@ class BatchValues:
                 seg = np.concatenate([[0], step])
                 after[j[seg]] = np.add.reduceat(V, seg, axis=0, dtype=dt)
             else:
-                np.add.at(after.reshape(-1), ((j * E)[:, None] + np.arange(E)).reshape(-1),
-                          V.astype(dt).reshape(-1))
+                # runs of a few lengths (e.g. a round that ends inside a chunk): the k-th add of every run
+                # at once, for k up to the longest run
+                seg = np.concatenate([[0], step])
+                lens = np.diff(np.append(seg, len(pa)))
+                V = V.astype(dt, copy=False)
+                tg = j[seg]
+                after[tg] = V[seg]
+                for k in range(1, int(lens.max())):
+                    sel = (lens > k).nonzero()[0]
+                    after[tg[sel]] += V[seg[sel] + k]
             more = start[1:] == start[:-1]        # a run with several needed positions: sum up to each
             if more.any():
                 k = np.arange(len(need))
