@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,13 +62,15 @@ print(n, got, time.perf_counter() - t)
 
 
 SENDER = r"""
-import json, sys, time
+import json, os, select, sys, time
+import numpy as np
 from p4gen.netio.frames import open_port
-ifname, path, flen, rate, go, mark, io = sys.argv[1:8]
-flen, rate = int(flen), float(rate)
-data = open(path, "rb").read()
-frames = [data[i:i + flen] for i in range(0, len(data), flen)]
+ifname, path, flen, rate, go, mark, io, window = sys.argv[1:9]
+flen, rate, window = int(flen), float(rate), int(window)
+frames = np.fromfile(path, np.uint8).reshape(-1, flen)      # the rows of one matrix: no bytes object per frame
 port, why = open_port(ifname, rings=io == "rings", rx_bytes=32 << 20, tx_frames=4096)
+poll = select.poll()
+poll.register(port.fileno(), select.POLLIN)
 got = 0
 last_back = None
 def drain():
@@ -76,31 +79,50 @@ def drain():
     if k:
         got += k
         last_back = time.time()
-import os
 open(mark + ".ready", "w").close()      # set up: wait for every sender to be, then start together
 while not os.path.exists(go):
     time.sleep(0.0005)
 t0 = time.perf_counter(); first = time.time(); n = len(frames); k = err = 0
+stalled = False
+progress = time.monotonic()
 while k < n:
     due = n if rate <= 0 else min(n, int((time.perf_counter() - t0) * rate) + 1)
+    if window > 0:                       # closed loop: at most `window` frames without their result back
+        due = min(due, got + window)
     while k < due:
         q, r = port.send(frames[k:min(due, k + 256)])
         k += q + r
         err += r
         drain()
+        progress = time.monotonic()
     if k < n:
-        time.sleep(0.0005)
+        if window > 0 and k >= got + window:
+            poll.poll(1)                 # the window is full: wait for results
+            before = got
+            drain()
+            if got > before:
+                progress = time.monotonic()
+            elif time.monotonic() - progress > 2.0:
+                stalled = True           # results stopped coming (frames lost): the window never reopens
+                break
+        else:
+            time.sleep(0.0005)
+deadline = time.monotonic() + 10
+while port.pending() and time.monotonic() < deadline:     # frames a full send buffer left in the ring
+    port.flush()
+    drain()
+    time.sleep(0.0002)
 dt = time.perf_counter() - t0
 open(mark, "w").close()                  # tell the bench that every frame is out
 quiet = time.monotonic()
-while time.monotonic() - quiet < 1.0:    # results until none came for 1 s
+while time.monotonic() - quiet < 1.0:    # results until none came for 1 s (a block is ready: the poll returns)
     before = got
+    poll.poll(10)
     drain()
     if got > before:
         quiet = time.monotonic()
-    time.sleep(0.01)
-print(json.dumps({"sent": n - err, "err": err, "send_s": dt, "back": got, "first": first, "last_back": last_back,
-                  "io": port.kind, "why": why}))
+print(json.dumps({"sent": k - err, "err": err, "send_s": dt, "back": got, "first": first, "last_back": last_back,
+                  "io": port.kind, "why": why, "stalled": stalled}))
 """
 
 
@@ -148,9 +170,10 @@ class Netns:
             self._old = None
 
 
-def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: float, io: str):
+def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: float, io: str, window: int = 0):
     """One sender process per worker blob at ``rate`` frames/s each (0: unpaced), all starting together
-    once every one has its socket open (so that no sender runs ahead of another by a slot pool)."""
+    once every one has its socket open (so that no sender runs ahead of another by a slot pool).
+    ``window`` > 0: each sender keeps at most that many frames without a result back (a closed loop)."""
     go = tmp / "go"
     go.unlink(missing_ok=True)
     marks = [tmp / f"sent{w}" for w in range(len(blobs))]
@@ -159,7 +182,7 @@ def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: flo
         Path(f"{m}.ready").unlink(missing_ok=True)
         (tmp / f"w{w}.bin").write_bytes(blob)
     procs = [ns.popen([sys.executable, "-c", SENDER, f"w{w}", str(tmp / f"w{w}.bin"), str(size), str(max(rate, 0.0)),
-                       str(go), str(marks[w]), io], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                       str(go), str(marks[w]), io, str(window)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in range(len(blobs))]
     deadline = time.monotonic() + 60
     while not all(Path(f"{m}.ready").exists() for m in marks):
@@ -174,7 +197,8 @@ def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: flo
 
 
 def sender_totals(outs) -> dict:
-    tot = {"sent": 0, "err": 0, "send_s": 0.0, "back": 0, "first": None, "last_back": None, "io": set()}
+    tot = {"sent": 0, "err": 0, "send_s": 0.0, "back": 0, "first": None, "last_back": None, "io": set(),
+           "stalled": 0}
     for out, err in outs:
         try:
             r = json.loads(out)
@@ -183,6 +207,7 @@ def sender_totals(outs) -> dict:
         tot["sent"] += r["sent"]
         tot["err"] += r["err"]
         tot["back"] += r["back"]
+        tot["stalled"] += bool(r["stalled"])
         tot["send_s"] = max(tot["send_s"], r["send_s"])
         tot["io"].add(r["io"])
         tot["first"] = r["first"] if tot["first"] is None else min(tot["first"], r["first"])
@@ -191,7 +216,8 @@ def sender_totals(outs) -> dict:
     return tot
 
 
-def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io: str, ring_mb: int) -> dict:
+def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io: str, ring_mb: int,
+           window: int = 0) -> dict:
     """Start the data plane, let one sender process per worker send its frames at ``rate`` frames/s
     (0: as fast as it can), and return the rate and the counters.
 
@@ -214,7 +240,7 @@ def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io:
             time.sleep(0.05)
         if drain:
             dp.send_signal(signal.SIGSTOP)        # `ip netns exec` execs python: this is the data plane
-        senders, marks = start_senders(ns, tmp, blobs, size, rate, io)
+        senders, marks = start_senders(ns, tmp, blobs, size, rate, io, window)
         t_cont = None
         if drain:
             while not all(m.exists() for m in marks) and any(p.poll() is None for p in senders):
@@ -223,6 +249,8 @@ def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io:
             dp.send_signal(signal.SIGCONT)
         samples = []                     # (data plane's clock, contributions processed)
         s = None
+        total = sum(len(b) for b in blobs) // size
+        moved = time.monotonic()
         while True:
             time.sleep(0.02)
             try:
@@ -231,7 +259,12 @@ def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io:
                 continue
             done = sum(s["stats"][k]["packets"] for k in s["stats"] if k != "agg_rx")
             samples.append((s["time"], done))
-            if all(p.poll() is not None for p in senders) and len(samples) > 25 and samples[-25][1] == done:
+            if done >= total:
+                break
+            if len(samples) == 1 or done != samples[-2][1]:
+                moved = time.monotonic()
+            # every sender done and no progress for 2 s (a loaded machine may stall the data plane for a while)
+            if all(p.poll() is not None for p in senders) and time.monotonic() - moved > 2.0:
                 break
             if dp.poll() is not None:
                 break
@@ -248,25 +281,27 @@ def dp_run(ns: Netns, tmp: Path, size: int, blobs: list[bytes], rate: float, io:
             dp.kill()
             dp.wait()
     err = dp.stderr.read().decode(errors="replace").strip()
+    if dp.returncode != 0:
+        raise RuntimeError(f"the data plane exited with {dp.returncode}: {err[-1500:]}")
     if s is None:
         raise RuntimeError(f"the data plane wrote no counters: {err[-1000:]}")
     tot = sender_totals(outs)
-    busy = [(t, d) for t, d in samples if d > 0]
-    rate_out = 0.0
-    if busy:
-        first = busy[0]
-        last = next(x for x in busy if x[1] == busy[-1][1])
-        # the first sample already holds what arrived before it: count from the sample before
-        prev = samples[samples.index(first) - 1] if samples.index(first) > 0 else (first[0], 0)
-        rate_out = (last[1] - prev[1]) / max(last[0] - prev[0], 1e-9)
-        if t_cont is not None:
-            rate_out = last[1] / max(last[0] - t_cont, 1e-9)
     ports = s["ports"].values()
     st = {k: v["packets"] for k, v in s["stats"].items() if v["packets"]}
     processed = sum(v for k, v in st.items() if k != "agg_rx")
-    return {"rate": rate_out, "clock_rate": _clock_rate(processed, tot), "stats": st, "processed": processed,
-            "rx": sum(p["rx"] for p in ports), "tx": sum(p["tx"] for p in ports),
-            "rx_dropped": sum(p.get("rx_dropped", 0) for p in ports),
+    # from the first frame sent (draining: from the moment the data plane continued) to the last result back,
+    # on the senders' clocks; and the same from the data plane's counter samples (coarser: a busy data plane
+    # writes its counters every few rounds)
+    start = t_cont if t_cont is not None else tot["first"]
+    rate = processed / max(tot["last_back"] - start, 1e-9) if tot["last_back"] is not None and start else 0.0
+    counted = 0.0
+    busy = [(t, d) for t, d in samples if d > 0]
+    if busy and start:
+        last = next(x for x in busy if x[1] == busy[-1][1])
+        counted = last[1] / max(last[0] - start, 1e-9)
+    return {"rate": rate, "counter_rate": counted, "clock_rate": _clock_rate(processed, tot), "stats": st,
+            "processed": processed, "rx": sum(p["rx"] for p in ports), "tx": sum(p["tx"] for p in ports),
+            "rx_dropped": sum(p.get("rx_dropped", 0) for p in ports), "tx_errors": s.get("tx_errors", 0),
             "dp_io": sorted({p.get("io", "socket") for p in ports}), "note": _io_note(err), **tot}
 
 
@@ -299,14 +334,16 @@ def bmv2_build() -> str:
     for cfg in (root / "include" / "bm" / "config.h", root / "include" / "bm" / "bm_sim" / "config.h"):
         if cfg.exists():
             txt = cfg.read_text(errors="replace")
-            info.append("logging macros off" if "BM_LOG_DEBUG_ON" not in txt and "BM_LOG_TRACE_ON" not in txt
-                        else "logging macros on (debug build)")
+            on = re.search(r"^#define\s+(BM_)?LOG_(DEBUG|TRACE)_ON\b", txt, re.M)
+            info.append("logging macros on (debug build)" if on else
+                        f"logging macros off: {cfg} leaves LOG_DEBUG_ON and LOG_TRACE_ON undefined, "
+                        "as --disable-logging-macros does")
             break
     return f"{exe} ({ver}{'; ' + info[0] if info else ''})"
 
 
 def bmv2_run(ns: Netns, tmp: Path, program_json: Path, plan, cfg: dict, size: int, blobs: list[bytes],
-             rate: float) -> dict:
+             rate: float, window: int = 0) -> dict:
     """simple_switch on s0..s<n-1> with ``cfg`` loaded through simple_switch_CLI, the same senders."""
     import secrets
 
@@ -328,7 +365,7 @@ def bmv2_run(ns: Netns, tmp: Path, program_json: Path, plan, cfg: dict, size: in
             return ns.ex("simple_switch_CLI", "--thrift-port", str(thrift), input="\n".join(cmds) + "\n").stdout
 
         cli(bmv2_commands(plan, cfg))
-        senders, marks = start_senders(ns, tmp, blobs, size, rate, "rings")
+        senders, marks = start_senders(ns, tmp, blobs, size, rate, "rings", window)
         outs = [p.communicate(timeout=600) for p in senders]
         counts = bmv2_counters(cli, plan)
     finally:
@@ -367,8 +404,6 @@ def bmv2_commands(plan, cfg: dict) -> list[str]:
 
 
 def bmv2_counters(cli, plan) -> dict[str, int]:
-    import re
-
     names = plan.data["params"]["stats"]
     out = cli([f"counter_read P4genIngress.stats {i}" for i in range(len(names))])
     counts = {int(i): int(pk) for i, _b, pk in re.findall(r"stats\[(\d+)\]=\s*\((\d+) bytes, (\d+) packets\)", out)}
