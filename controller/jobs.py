@@ -81,6 +81,19 @@ class Controller:
 
     # ------------------------------------------------------------ pipeline
     def push(self) -> None:
+        """Install the build's pipeline.  The multicast groups of the pipeline it replaces are deleted
+        first: simple_switch_grpc keeps them in its replication engine across a pipeline change while
+        P4Runtime no longer shows them, so a job set up again would be replicated twice
+        (p4lang/behavioral-model#891 shows the same for clone sessions)."""
+        try:
+            old = self.conn.read([self.ents.group(0)])
+        except PipelineError:
+            old = []                          # no pipeline yet: nothing to delete
+        dels = [update(DELETE, self.ents.group(ent.packet_replication_engine_entry.multicast_group_entry
+                                               .multicast_group_id))
+                for ent in old if ent.WhichOneof("entity") == "packet_replication_engine_entry"
+                and ent.packet_replication_engine_entry.WhichOneof("type") == "multicast_group_entry"]
+        self.conn.write(dels)
         self.conn.set_pipeline(self.build.p4info, self.build.device_config)
 
     def check_pipeline(self) -> None:

@@ -9,6 +9,7 @@ on PATH (P4Runtime cannot write BMv2 registers, PI issue #376).
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -95,3 +96,36 @@ def test_push_setup_counters_teardown_on_bmv2(build_dir, bmv2):
             with pytest.raises(ControllerError) as exc:
                 ctl.reset_registers(thrift_port)
             assert "simple_switch_CLI is not on PATH" in str(exc.value)
+
+
+def _bmv2_groups(thrift_port: int) -> dict[int, list[tuple[int, int]]]:
+    """BMv2's own multicast groups (``mc_dump``): {mgid: sorted (port, rid) of every node}."""
+    p = subprocess.run(["simple_switch_CLI", "--thrift-port", str(thrift_port)], input="mc_dump\n",
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    groups: dict[int, list[tuple[int, int]]] = {}
+    mgid = None
+    for line in p.stdout.splitlines():
+        if m := re.match(r"\s*mgrp\((\d+)\)", line):
+            mgid = int(m.group(1))
+            groups[mgid] = []
+        elif (m := re.search(r"rid=(\d+)\) -> \(ports=\[([0-9, ]*)\]", line)) and mgid is not None:
+            groups[mgid] += [(int(q), int(m.group(1))) for q in m.group(2).split(",") if q.strip()]
+    return {g: sorted(r) for g, r in groups.items()}
+
+
+@pytest.mark.skipif(shutil.which("simple_switch_CLI") is None,
+                    reason="simple_switch_CLI is not on PATH (needed to read BMv2's own multicast groups)")
+def test_a_second_push_leaves_no_stale_multicast_groups_in_bmv2(build_dir, bmv2):
+    addr, thrift_port = bmv2
+    b = load_build(build_dir)
+    job = load_job(EXAMPLES / "job1.toml", b.plan)
+    for _ in range(2):                      # push and set up twice on one running switch
+        with connect(addr, election_id=2) as conn:
+            ctl = Controller(b, conn)
+            ctl.push()
+            ctl.setup(job)
+            seen = ctl.state().groups       # P4Runtime's view
+    # BMv2's replication engine itself: what P4Runtime shows, and nothing left from the first push
+    assert _bmv2_groups(thrift_port) == seen
+    assert seen[job.mgid] == sorted((w.port, job.rid(b.plan, w.id)) for w in job.workers)
