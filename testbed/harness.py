@@ -131,6 +131,13 @@ def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: i
     return w, max(0.1, 3 * serial)
 
 
+def _gather(mbit: float, frame_bytes: int, window: int) -> float:
+    """Seconds a worker waits after handling a burst of results before it looks for the next, so that it
+    wakes less often and handles more per wake-up: a tenth of the time its window takes on the link (the
+    window keeps the link busy meanwhile), at most 2 ms."""
+    return min(0.002, 0.1 * window * frame_bytes * 8 / (mbit * 1e6))
+
+
 def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "switchml", size: int,
                   dtype: str = "float32", seed: int = 0, density: float = 1.0, window: int | None = None,
                   rto: float | None = None, stall_timeout: float = 10.0, progress=(), hold: bool = False,
@@ -142,10 +149,11 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "
         win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
                            len(spec.workers))
         window = min(win, spec.slot_count)
+    gather = _gather(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
     return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
             "n": len(spec.workers), "size": size, "dtype": dtype, "seed": seed, "density": density,
             "job": spec.job, "window": window, "timeout": rto, "max_timeout": max(1.0, 2 * rto),
-            "stall_timeout": stall_timeout, "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port,
+            "stall_timeout": stall_timeout, "gather": gather, "mac": w.mac, "ip": w.ip, "udp_port": w.udp_port,
             "switch_mac": SWITCH_MAC, "switch_ip": SWITCH_IP, "switch_port": layout.udp_port_min,
             "progress": list(progress), "hold_after_progress": hold, "wait_go": wait_go,
             "out": str(net.workdir / f"result-{host}.npy")}
