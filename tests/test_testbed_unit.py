@@ -227,3 +227,10 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
     assert main(["testbed", "train", "--workers", "4", "--png", "x.png"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == "p4gen: error: --png needs matplotlib (the bench extra: pip install 'p4gen[bench]')", err
+
+
+def test_emulators_gather_a_tenth_of_their_windows_time_on_the_link_at_most_2_ms():
+    from p4gen.testbed.harness import _gather
+
+    assert _gather(25, 1075, 64) == 0.002                      # 64 frames of 1075 B take 22 ms at 25 Mbit/s
+    assert _gather(100, 1075, 8) == pytest.approx(8 * 1075 * 8 / 100e6 / 10)    # BMv2's window of 8: 69 us
