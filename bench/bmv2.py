@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from afpacket import bmv2_commands
+
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.switch.model import WorkerAddr, job_config
@@ -152,19 +154,7 @@ def main() -> int:
 
         ws = [WorkerAddr(k, 0x020000000100 + k, 0x0A000000 + k, 40000 + k) for k in (1, 2)]
         cfg = job_config(plan, JOB, ws, mgid=1, rid_base=1)
-        tables = {t["name"]: t for t in plan.data["tables"]}
-        acts = {x["name"]: x["params"] for x in plan.data["actions"]}
-        cmds = []
-        for t, es in cfg["tables"].items():
-            c = "P4genEgress" if t == "result_dst" else "P4genIngress"
-            for e in es:
-                keys = " ".join(str(int(e["match"][k["name"]])) for k in tables[t]["keys"])
-                vals = " ".join(str(int(e["params"][q["name"]])) for q in acts[e["action"]])
-                cmds.append(f"table_add {c}.{t} {c}.{e['action']} {keys} => {vals}")
-        cmds.append("mc_mgrp_create 1")
-        cmds += [f"mc_node_create {rid} {port}" for port, rid in cfg["groups"]["1"]]
-        cli(cmds)
-        cli([f"mc_node_associate 1 {h}" for h in range(len(cfg["groups"]["1"]))])
+        cli(bmv2_commands(plan, cfg))
 
         rng = np.random.default_rng(1)
         frames = []

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from vethns import sh, veth_namespace
 
 from p4gen.host import codec
 from p4gen.build import build
@@ -62,32 +61,12 @@ def test_ring_size_option_is_checked(tmp_path, capsys):
     assert rc == 2 and err == "p4gen.switch.dataplane: --ring-mb 0 must be in 1..1024"
 
 
-def _sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
 
 
 @pytest.fixture()
 def netns():
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if not shutil.which("ip"):
-        pytest.skip("iproute2 'ip' is not installed")
-    ns = f"p4gtest-{uuid.uuid4().hex[:8]}"
-    try:
-        _sh("ip", "netns", "add", ns)
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot create a network namespace: {exc.stderr.strip()}")
-    try:
-        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
-        _sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1", check=False)
-        _sh("ip", "-n", ns, "link", "set", "lo", "up")
-        for i in range(3):
-            _sh("ip", "-n", ns, "link", "add", f"w{i}", "type", "veth", "peer", "name", f"s{i}")
-            _sh("ip", "-n", ns, "link", "set", f"w{i}", "up")
-            _sh("ip", "-n", ns, "link", "set", f"s{i}", "up")
+    with veth_namespace([(f"w{i}", f"s{i}") for i in range(3)]) as ns:
         yield ns
-    finally:
-        _sh("ip", "netns", "del", ns, check=False)
 
 
 @pytest.mark.parametrize("mode", ["int", "float"])
@@ -111,7 +90,7 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
             time.sleep(0.05)
         assert stats.exists(), dp.stderr.read() if dp.poll() is not None else "no stats file"
         args = [f"w{i},02:00:00:00:01:0{i},10.0.1.{i + 1},{41000 + i}" for i in range(3)]
-        drv = _sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
+        drv = sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
                   str(tmp_path / "plan.json"), mode, *args)
         out = json.loads(drv.stdout)
         assert all(out["done"]), out
@@ -168,19 +147,19 @@ def test_p4runtime_programs_the_dataplane(netns, tmp_path):
     try:
         _wait_for(stats, dp, "data plane did not start")
         ctl = ["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.controller", "ctl"]
-        push = _sh(*ctl, "push", str(out), "--addr", addr, check=False)
+        push = sh(*ctl, "push", str(out), "--addr", addr, check=False)
         assert push.returncode == 0, push.stderr
-        setup = _sh(*ctl, "setup", str(out), str(job), "--addr", addr, check=False)
+        setup = sh(*ctl, "setup", str(out), str(job), "--addr", addr, check=False)
         assert setup.returncode == 0 and "job 1: 3 workers" in setup.stdout, setup.stderr
         dp.send_signal(signal.SIGHUP)                # refused while the server owns the control plane
         args = [f"w{i},02:00:00:00:01:0{i},10.0.1.{i + 1},{41000 + i}" for i in range(3)]
-        drv = _sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
+        drv = sh("ip", "netns", "exec", netns, sys.executable, str(HERE / "dp_driver.py"),
                   str(out / "plan.json"), "int", *args)
         res = json.loads(drv.stdout)
         assert all(res["done"]), res
         exact = np.array(res["expected"]).astype(np.int64).tolist()
         assert all(r == exact for r in res["results"])
-        cnt = _sh(*ctl, "counters", str(out), "--addr", addr, check=False)
+        cnt = sh(*ctl, "counters", str(out), "--addr", addr, check=False)
         assert cnt.returncode == 0, cnt.stderr
         multicast = next(ln for ln in cnt.stdout.splitlines() if ln.startswith("multicast"))
         assert int(multicast.split("packets=")[1].split()[0]) >= 5

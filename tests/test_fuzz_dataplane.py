@@ -23,7 +23,8 @@ from p4gen.switch.model import WorkerAddr, job_config
 from p4gen.target import load_target
 from p4gen.wire import ip, mac
 import test_dataplane
-from test_dataplane import _sh, _stop, _wait_for
+from test_dataplane import _stop, _wait_for
+from vethns import sh as _sh
 
 netns = test_dataplane.netns        # the network-namespace fixture (pytest finds it by this name)
 

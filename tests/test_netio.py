@@ -4,42 +4,24 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import uuid
 
 import numpy as np
 import pytest
 
+from vethns import sh, veth_namespace
+
 from p4gen.netio.rings import RingSocket, RingUnavailable
 
 
-def _sh(*args, check=True):
-    return subprocess.run(args, check=check, capture_output=True, text=True)
 
 
 @pytest.fixture()
 def netns():
     """A namespace with the veth pair va <-> vb (and lo), removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root for network namespaces")
-    if not shutil.which("ip"):
-        pytest.skip("iproute2 'ip' is not installed")
-    ns = f"p4gtest-{uuid.uuid4().hex[:8]}"
-    try:
-        _sh("ip", "netns", "add", ns)
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot create a network namespace: {exc.stderr.strip()}")
-    try:
-        for k in ("all", "default"):
-            _sh("ip", "netns", "exec", ns, "sysctl", "-qw", f"net.ipv6.conf.{k}.disable_ipv6=1", check=False)
-        _sh("ip", "-n", ns, "link", "add", "va", "type", "veth", "peer", "name", "vb")
-        _sh("ip", "-n", ns, "link", "set", "va", "up")
-        _sh("ip", "-n", ns, "link", "set", "vb", "up")
+    with veth_namespace([("va", "vb")]) as ns:
         yield ns
-    finally:
-        _sh("ip", "netns", "del", ns, check=False)
 
 
 def _run(ns: str, body: str) -> dict:
@@ -56,7 +38,7 @@ def _run(ns: str, body: str) -> dict:
             "        got += f\n"
             "        time.sleep(0.002)\n"
             "    return got\n")
-    r = _sh("ip", "netns", "exec", ns, sys.executable, "-c", head + body + "\nprint(json.dumps(out))", check=False)
+    r = sh("ip", "netns", "exec", ns, sys.executable, "-c", head + body + "\nprint(json.dumps(out))", check=False)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
