@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import z3
 
-from .cardinality import card_facts
-from .workers import Vec, Workers, ground
+from .cardinality import card, card_facts
+from .workers import Workers, ground
 from .z3alg import BitSet, Shares
 
 QUERY_TIMEOUT_MS = 120_000
@@ -74,6 +74,29 @@ class State:
             for x, y in (zip(a, b) if c is not None else [(a, b)]):
                 out.append(x == y if isinstance(x, z3.ExprRef) else x.eq_terms(y))
         return z3.And(out)
+
+
+class View:
+    """Terms derived from a state that both protocols' properties use; M is the ghost ``top`` (the
+    newest chunk or round any worker is on)."""
+
+    def __init__(self, s: State, ws: Workers):
+        self.s, self.ws, self.N = s, ws, ws.N
+        self.M = s.top
+        self.all = ws.all
+
+    def bit(self, v: int, u):
+        return self.s.bm[v].has(u)
+
+    def card(self, v: int):
+        return card(self.ws, self.s.bm[v])
+
+    def full(self, v: int):
+        return self.card(v) == self.N
+
+    def per_copy(self, f):
+        """f(p, q) for the copy p = M mod 2 of the newest chunk or round and the other copy q."""
+        return z3.And([z3.Implies(self.M % 2 == p, f(p, 1 - p)) for p in (0, 1)])
 
 
 KINDS: dict[str, Callable[[Workers, str], Any]] = {
@@ -325,13 +348,6 @@ class Counterexample:
         out.insert(1, "  " + "  ".join("-" * wd for wd in widths))
         out.append(f"  violates {self.prop}: {self.statement}" + (f" ({self.note})" if self.note else ""))
         return out
-
-
-def _interrupt_on(stop, done: threading.Event) -> None:
-    while not done.wait(0.2):
-        if stop.is_set():
-            z3.main_ctx().interrupt()
-            return
 
 
 _STEP_LOCALS: dict[str, dict[str, Any]] = {}

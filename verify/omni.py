@@ -52,7 +52,7 @@ import z3
 
 from p4gen import decision
 
-from .cardinality import card
+from . import engine
 from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep
 from .paths import Packet, feasible, outcome, table_paths
 from .workers import Workers, define, sel
@@ -265,26 +265,8 @@ def _offset_text(x: int) -> str:
 # ---------------------------------------------------------------------------
 # strengthening invariant (the hardened SwitchML invariant, plus data-dependent shares and the minimum)
 
-class View:
+class View(engine.View):
     """Terms derived from a state; M is the ghost ``top`` (the newest round any worker is on)."""
-
-    def __init__(self, s: State, ws: Workers):
-        self.s, self.ws, self.N = s, ws, ws.N
-        self.M = s.top
-        self.all = ws.all
-
-    def bit(self, v: int, u):
-        return self.s.bm[v].has(u)
-
-    def card(self, v: int):
-        return card(self.ws, self.s.bm[v])
-
-    def full(self, v: int):
-        return self.card(v) == self.N
-
-    def per_copy(self, f):
-        """f(p, q) for the copy p = M mod 2 of the newest round and the other copy q."""
-        return z3.And([z3.Implies(self.M % 2 == p, f(p, 1 - p)) for p in (0, 1)])
 
     def started(self, p: int):
         return self.s.chk[p] == self.M + OFF

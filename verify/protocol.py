@@ -52,7 +52,7 @@ import z3
 
 from p4gen import decision
 
-from .cardinality import card
+from . import engine
 from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
 from .paths import Packet, feasible, outcome, table_paths
 from .workers import Workers, define, sel
@@ -291,26 +291,12 @@ class SwitchML(Model):
 # ---------------------------------------------------------------------------
 # strengthening invariants
 
-class View:
+class View(engine.View):
     """Terms derived from a state: M = the ghost ``top`` (max cur, see the ``top`` clauses)."""
 
     def __init__(self, model: SwitchML, s: State, ws: Workers, off):
-        self.model, self.s, self.ws, self.off = model, s, ws, off
-        self.M, self.N = s.top, ws.N
-        self.all = ws.all
-
-    def bit(self, v: int, u):
-        return self.s.bm[v].has(u)
-
-    def card(self, v: int):
-        return card(self.ws, self.s.bm[v])
-
-    def full(self, v: int):
-        return self.card(v) == self.N
-
-    def per_copy(self, f):
-        """f(p, q) for the copy p = M mod 2 of the newest chunk and the other copy q."""
-        return z3.And([z3.Implies(self.M % 2 == p, f(p, 1 - p)) for p in (0, 1)])
+        super().__init__(s, ws)
+        self.model, self.off = model, off
 
 
 def share_desc(sh, choices):
