@@ -17,7 +17,11 @@ element, payload and headers, over the link rate: SwitchML sends and
 receives one frame per chunk (1075 B for 256 values), Gloo 2(n-1)/n of the
 tensor each way in full TCP segments (1448 B in 1514 B frames).  The table
 also gives SwitchML's goodput (tensor bits over time) as a fraction of the
-link rate.  The default 5 Mbit/s keeps the links, not the Python switch and
+link rate.  Beside each SwitchML run, OmniReduce on the same star and
+tensor size at --omni-density (each worker's blocks non-zero with that
+probability; 0 skips it).  Every run's CPU seconds from the workers' go to
+the last result -- the switch process and all worker processes -- are
+printed with their sum per MiB aggregated (workers x tensor bytes).  The default 5 Mbit/s keeps the links, not the Python switch and
 emulators on two shared cores, the bottleneck: 8 workers at 5 Mbit/s are
 about 4,700 frames/s into the switch and as many out.  Then the 4-worker 16 MiB exact-sum
 row.  With --omnireduce: for 4 and 8 workers and block
@@ -66,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="2,4,8")
     ap.add_argument("--size", default="4MiB")
     ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
+    ap.add_argument("--omni-density", type=float, default=0.1,
+                    help="block density of the OmniReduce run beside each SwitchML run (0 to skip it)")
     ap.add_argument("--big", default="16MiB", help="the 4-worker exact-sum row ('' to skip)")
     ap.add_argument("--big-bw", type=float, default=20.0)
     ap.add_argument("--omnireduce", action="store_true", help="run the OmniReduce density sweep")
@@ -87,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     size = parse_size(a.size)
     plan = build_plan("switchml", 32, a.plans)
-    rows, summary = [], []
+    oplan = build_plan("omnireduce", 32, a.plans) if a.omni_density else None
+    rows, summary, cpu_rows = [], [], []
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
     print(header())
     for n in [int(x) for x in a.workers.split(",") if x]:
@@ -97,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
             gl = harness.run_gloo(net, size=size)
             print(row(gl), flush=True)
         rows += [sml, gl]
+        cpu_rows += [sml, gl]
+        if a.omni_density:
+            with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=oplan) as net:
+                om = harness.run_switchml(net, size=size, protocol="omnireduce", density=a.omni_density)
+            print(row(om), flush=True)
+            rows.append(om)
+            cpu_rows.append(om)
         summary.append({"workers": n, "mbit": a.bw, "size": size, "switchml_s": sml.time, "gloo_s": gl.time,
                         "ratio": gl.time / sml.time, "ideal_ratio": gl.bound_time / sml.bound_time,
                         "switchml_bound_s": sml.bound_time, "gloo_bound_s": gl.bound_time,
@@ -127,6 +141,13 @@ def main(argv: list[str] | None = None) -> int:
         print(SUMMARY_HEAD)
     for s in summary:
         print(summary_line(s))
+    if cpu_rows:
+        print()
+        print("CPU seconds from the workers' go to the last result: the switch process (every thread) and all worker "
+              "processes (each its own, from go to its done); CPU-s/MiB = their sum / (workers x tensor MiB)")
+        print(CPU_HEAD)
+        for r in cpu_rows:
+            print(cpu_line(r))
     if omni:
         print()
         print(OMNI_HEAD)
@@ -181,6 +202,16 @@ def summary_line(s: dict) -> str:
             f"{s['ideal_ratio']:>5.2f}  {s['switchml_pct_of_bound']:>15.1f}  {s['gloo_pct_of_bound']:>11.1f}  "
             f"{s['switchml_goodput_pct_of_link']:>22.1f}  {s['switchml_retransmissions']:>4}  "
             f"{'yes' if s['exact'] and s['gloo_correct'] else 'NO'}")
+
+
+CPU_HEAD = " n  protocol          time s  %bound  switch CPU-s  workers CPU-s  CPU-s/MiB"
+
+
+def cpu_line(r) -> str:
+    name = r.protocol if r.protocol != "omnireduce" else f"omnireduce d={r.density:g}"
+    f = (lambda v: f"{v:.3f}" if v is not None else "-")
+    return (f"{r.workers:>2}  {name:<16}  {r.time:>6.2f}  {r.pct_of_bound:>6.1f}  {f(r.switch_cpu):>12}  "
+            f"{f(r.workers_cpu):>13}  {f(r.cpu_per_mib) if r.cpu_per_mib is None else f'{r.cpu_per_mib:.4f}':>9}")
 
 
 OMNI_HEAD = (" n  density  union  switchml s  omni s  speed-up  ideal  1/density  "

@@ -13,10 +13,12 @@ one ``sendmmsg`` per burst (:class:`p4gen.netio.mmsg.DatagramBatches`); with
 ``"gather": s`` in the config, the agent waits s seconds once a burst has
 begun to arrive, so that it wakes less often and handles more per wake-up.
 
-Control, one JSON object per line: the agent prints ``{"event": "ready"}``,
+Control, one JSON object per line: the agent prints ``{"event": "ready"}``
+(with ``setup_cpu``, the CPU seconds it used to start, read its config and build its tensor),
 waits for ``go`` on stdin, prints ``progress`` events (fractions listed in
 the config) and finally ``done`` (time, packet counts) or ``error`` (one
-line).  The reduced tensor is written to ``config["out"]`` (.npy).  With
+line); ``done`` carries ``cpu``, the CPU seconds (every thread) the process used from ``go`` to the
+last result.  The reduced tensor is written to ``config["out"]`` (.npy).  With
 ``"wait_go": false`` in the config (a worker started by hand at the
 ``mininet>`` prompt) it starts at once.
 """
@@ -96,6 +98,7 @@ def run(cfg: dict, wait_go=None) -> dict:
     if wait_go is not None:
         wait_go()
     t0 = time.monotonic()
+    c0 = time.process_time()
     now = t0
     send(w.start(now))
     last = now
@@ -144,12 +147,13 @@ def run(cfg: dict, wait_go=None) -> dict:
                                f"(slot {slot}, {unit} {t}, {int(w.complete.sum())}/{w.chunks} {what} done, "
                                f"{w.stats.retransmitted} retransmissions); a peer worker or the switch is gone")
         elapsed = time.monotonic() - t0
+        cpu = time.process_time() - c0
     finally:
         sock.close()
     result = w.result()
     np.save(cfg["out"], result)
     st = w.stats
-    return {"event": "done", "rank": cfg["rank"], "time": elapsed, "sent": st.sent,
+    return {"event": "done", "rank": cfg["rank"], "time": elapsed, "cpu": cpu, "sent": st.sent,
             "retransmitted": st.retransmitted, "accepted": st.accepted, "ignored": st.ignored,
             "received": st.accepted + st.ignored + st.malformed, "send_errors": send_errors,
             "bytes_sent": getattr(w, "bytes_sent", st.sent * (layout.frame_len - hoff))}
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
 
     def wait_go() -> None:
-        _emit(event="ready", rank=cfg["rank"])
+        _emit(event="ready", rank=cfg["rank"], setup_cpu=time.process_time())
         if not cfg.get("wait_go", True):          # started by hand: no harness to say go
             return
         line = sys.stdin.readline()

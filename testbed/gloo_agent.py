@@ -7,7 +7,7 @@ GLOO_SOCKET_IFNAME is required inside a namespace: without it Gloo resolves
 the machine's hostname to an address outside the namespace and hangs.
 Same control lines as :mod:`p4gen.testbed.agent`: ``ready`` after the
 rendezvous and a warm-up all-reduce, ``go`` on stdin, then ``done`` with
-the time of the timed all-reduce (or ``error``).
+the time of the timed all-reduce and the CPU seconds the process used in it (or ``error``).
 """
 
 from __future__ import annotations
@@ -45,15 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         x = torch.from_numpy(make_tensor(rank, cfg["size"], cfg["dtype"], cfg["seed"]))
         warm = torch.ones(1024)
         dist.all_reduce(warm)
-        _emit(event="ready", rank=rank)
+        _emit(event="ready", rank=rank, setup_cpu=time.process_time())
         if sys.stdin.readline().strip() != "go":
             raise RuntimeError("the harness closed the control pipe before 'go'")
-        t0 = time.monotonic()
+        t0, c0 = time.monotonic(), time.process_time()
         dist.all_reduce(x)
-        elapsed = time.monotonic() - t0
+        elapsed, cpu = time.monotonic() - t0, time.process_time() - c0
         np.save(cfg["out"], x.numpy())
         dist.destroy_process_group()
-        _emit(event="done", rank=rank, time=elapsed)
+        _emit(event="done", rank=rank, time=elapsed, cpu=cpu)
         return 0
     except Exception as exc:          # one line to the harness; the traceback goes to the log
         import traceback

@@ -24,7 +24,7 @@ import numpy as np
 
 from p4gen.wire import Layout
 
-from . import bounds, tensors
+from . import bounds, procs, tensors
 from .errors import JobError, TestbedError
 from .net import Network
 from .topo import SWITCH_IP, SWITCH_MAC
@@ -63,6 +63,9 @@ class RunResult:
     loss_method: str | None = None  # netem, nft or iptables (see p4gen.testbed.loss)
     bound_how: str = ""       # what the link-rate bound counts, one line
     window: int = 0           # slots in flight per worker (SwitchML, OmniReduce)
+    switch_cpu: float | None = None   # CPU seconds of the switch process from the workers' go to the last done
+    workers_cpu: float | None = None  # CPU seconds of all worker processes in that time (each from go to done)
+    cpu_per_mib: float | None = None  # (switch_cpu + workers_cpu) / MiB aggregated (workers x tensor bytes)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -159,6 +162,30 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "
             "out": str(net.workdir / f"result-{host}.npy")}
 
 
+def _cpu(res: RunResult, switch_cpu: float | None, done: dict[int, dict]) -> None:
+    """Fill in the run's CPU seconds (switch, workers) and their sum per MiB aggregated."""
+    res.switch_cpu = switch_cpu
+    per = [ev.get("cpu") for ev in done.values()]
+    res.workers_cpu = None if None in per else sum(per)
+    mib = res.workers * res.size * np.dtype(res.dtype).itemsize / 2**20
+    if switch_cpu is not None and res.workers_cpu is not None:
+        res.cpu_per_mib = (switch_cpu + res.workers_cpu) / mib
+
+
+def _switch_pid_cpu(net: Network) -> tuple[int | None, float | None]:
+    proc = net.agg.proc
+    return (None, None) if proc is None else (proc.pid, procs.cpu_seconds(proc.pid))
+
+
+def _switch_cpu(net: Network, pid0: int | None, cpu0: float | None) -> float | None:
+    """CPU seconds the switch process ``pid0`` used since it had used ``cpu0`` (None if it was restarted)."""
+    proc = net.agg.proc
+    if cpu0 is None or proc is None or proc.pid != pid0:
+        return None
+    now = procs.cpu_seconds(pid0)
+    return None if now is None else now - cpu0
+
+
 def _loss_seen(sent_up: int, recv_down: int, c0: dict, c1: dict, hosts: list[str]) -> float | None:
     """1 - received / sent over both directions of the workers' links: up, the frames the workers sent
     (retransmissions included) against those the far end of their links received; down, the frames the
@@ -200,6 +227,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         agents.start(w.id, hosts[w.id], [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
     agents.wait_all("ready", 60.0, "ready")
     c0 = net.link_counters()
+    pid0, cpu0 = _switch_pid_cpu(net)
     agents.go()
     done: dict[int, dict] = {}
     errors: dict[int, str] = {}
@@ -243,6 +271,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         if outcome:
             msg = f"{outcome}; the job failed cleanly: {msg}"
         raise JobError(msg)
+    switch_cpu = _switch_cpu(net, pid0, cpu0)
     c1 = net.link_counters()
     total, xs = tensors.expected(n, size, dtype, seed, density, layout.elements)
     k = layout.elements
@@ -281,6 +310,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     res.loss_method = net.loss_method if net.loss else None
     res.bound_how = bound.how
     res.window = win
+    _cpu(res, switch_cpu, done)
     return res
 
 
@@ -303,8 +333,10 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     agents.wait_all("ready", 180.0, "ready (torch import and Gloo rendezvous)")
     c0 = net.host_counters()
     r0 = net.tcp_retransmissions()
+    pid0, cpu0 = _switch_pid_cpu(net)
     agents.go()
     done = agents.wait_all("done", timeout, "done")
+    switch_cpu = _switch_cpu(net, pid0, cpu0)
     c1 = net.host_counters()
     retrans = net.tcp_retransmissions() - r0
     total, _ = tensors.expected(n, size, dtype, seed, 1.0, 256)
@@ -315,9 +347,11 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     bound = bounds.gloo_ring(n, size, mbit, np.dtype(dtype).itemsize)
     frames = sum(c1[h][0] - c0[h][0] for h in c1)
     bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
-    return RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.label, t, bits / t / 1e6,
-                     bound.seconds, 100 * bound.seconds / t, frames, retrans, bytes_tx / n,
-                     max(c.max_abs_error for c in checks), max(c.max_bound for c in checks), True,
-                     all(c.correct for c in checks),
-                     per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],
-                     frames_on_links=frames, bound_how=bound.how)
+    res = RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.label, t, bits / t / 1e6,
+                    bound.seconds, 100 * bound.seconds / t, frames, retrans, bytes_tx / n,
+                    max(c.max_abs_error for c in checks), max(c.max_bound for c in checks), True,
+                    all(c.correct for c in checks),
+                    per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],
+                    frames_on_links=frames, bound_how=bound.how)
+    _cpu(res, switch_cpu, done)
+    return res

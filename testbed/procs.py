@@ -151,6 +151,16 @@ def dev_counters(pid: int) -> dict[str, tuple[int, int, int, int]]:
     return out
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds process ``pid`` used so far, every thread (``/proc/<pid>/stat``); None
+    once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def snmp(pid: int, proto: str, field: str) -> int:
     lines = [ln.split() for ln in Path(f"/proc/{pid}/net/snmp").read_text().splitlines()
              if ln.startswith(f"{proto}:")]
