@@ -66,6 +66,9 @@ class RunResult:
     switch_cpu: float | None = None   # CPU seconds of the switch process from the workers' go to the last done
     workers_cpu: float | None = None  # CPU seconds of all worker processes in that time (each from go to done)
     cpu_per_mib: float | None = None  # (switch_cpu + workers_cpu) / MiB aggregated (workers x tensor bytes)
+    p4_frames: int = 0        # frames the switch node's front ports steered to the P4 process during the run
+    l2_frames: int = 0        # frames they left to the kernel bridge (ordinary traffic) during the run
+    path: str = ""            # which path the run's frames took, one line, from those counters
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -172,6 +175,14 @@ def _cpu(res: RunResult, switch_cpu: float | None, done: dict[int, dict]) -> Non
         res.cpu_per_mib = (switch_cpu + res.workers_cpu) / mib
 
 
+def _paths(res: RunResult, net: Network, p0: tuple[int, int, int]) -> None:
+    """Fill in which of the switch node's two paths the run's frames took (counted, see p4gen.testbed.l2)."""
+    front, to_p4, from_p4 = (b - a for a, b in zip(p0, net.path_counters()))
+    res.p4_frames, res.l2_frames = to_p4, front - to_p4
+    res.path = (f"{to_p4} frames in to the P4 switch ({net.agg.label}) and {from_p4} out; "
+                f"{front - to_p4} through the kernel bridge {net.agg.l2.bridge}")
+
+
 def _switch_pid_cpu(net: Network) -> tuple[int | None, float | None]:
     proc = net.agg.proc
     return (None, None) if proc is None else (proc.pid, procs.cpu_seconds(proc.pid))
@@ -227,6 +238,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         agents.start(w.id, hosts[w.id], [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
     agents.wait_all("ready", 60.0, "ready")
     c0 = net.link_counters()
+    p0 = net.path_counters()
     pid0, cpu0 = _switch_pid_cpu(net)
     agents.go()
     done: dict[int, dict] = {}
@@ -311,6 +323,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     res.bound_how = bound.how
     res.window = win
     _cpu(res, switch_cpu, done)
+    _paths(res, net, p0)
     return res
 
 
@@ -319,10 +332,12 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     """torch.distributed all_reduce (Gloo) with one process per host, on the same links and tensor."""
     topo = net.topo
     n = len(topo.hosts)
-    # Gloo traffic crosses the aggregating switch as plain L2 frames: it needs the switch programmed.
+    # Gloo's frames cross the switch node in its kernel bridge (p4gen.testbed.l2), not the P4 process;
+    # the P4 switch is programmed as for the other protocols all the same
     net.program(net.job_spec())
     master = topo.hosts[0]
     agents = _Agents(net)
+    p0 = net.path_counters()            # from before the rendezvous: its frames are counted too
     for r, h in enumerate(topo.hosts):
         env = {"GLOO_SOCKET_IFNAME": h.intf, "MASTER_ADDR": master.ip, "MASTER_PORT": str(port),
                "RANK": str(r), "WORLD_SIZE": str(n), "OMP_NUM_THREADS": "1"}
@@ -354,4 +369,5 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
                     per_worker=[{k: v for k, v in ev.items() if k != "event"} for _, ev in sorted(done.items())],
                     frames_on_links=frames, bound_how=bound.how)
     _cpu(res, switch_cpu, done)
+    _paths(res, net, p0)
     return res

@@ -8,7 +8,10 @@ The network is ``Mininet(topo, switch=..., controller=None, link=ShapedLink)``
 (a ``TCLink`` whose htb class has a fixed quantum, see :mod:`p4gen.testbed.mntopo`)
 with every node in its own namespace (see :mod:`p4gen.testbed.nodes`),
 static ARP between the hosts and towards the aggregating switch's address
-(the data plane answers no ARP).  ``topo`` is a Mininet ``DataTopo``
+(the data plane answers no ARP).  Inside the aggregating switch's node a
+kernel bridge forwards ordinary traffic and only aggregation frames reach
+the P4 process (:mod:`p4gen.testbed.l2`); the bridge, like the leaves of a
+two-level topology, has every host's MAC pinned to its port.  ``topo`` is a Mininet ``DataTopo``
 (:mod:`p4gen.testbed.mntopo`) or the topology data it is built from.
 
 Mininet's ``fixLimits`` (machine-wide sysctls such as ``net.core.rmem_max``
@@ -97,6 +100,8 @@ class Network:
     def _pin_leaves(self) -> None:
         t = self.topo
         agg = t.aggregator.name
+        ports = t.ports(agg)
+        self.mn[agg].pin({h.mac: ports[t.route(agg, h.name)] for h in t.hosts})
         for s in t.switches:
             if s.role == "aggregate":
                 continue
@@ -179,6 +184,11 @@ class Network:
             far = self.mn[ln.b].counters()[ln.b_intf]
             out[h.name] = (mine[2], mine[0], far[0], far[2], mine[3])
         return out
+
+    def path_counters(self) -> tuple[int, int, int]:
+        """The aggregating switch node's (frames its front ports received, of them steered to the P4
+        process, frames the P4 process sent); see :mod:`p4gen.testbed.l2`."""
+        return self.agg.l2.counters()
 
     def host_counters(self) -> dict[str, tuple[int, int]]:
         """Host -> (packets, bytes) its interface sent."""

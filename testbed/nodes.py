@@ -7,6 +7,10 @@
 * :class:`BMv2Switch` runs ``simple_switch_grpc`` with the program that
   ``p4gen build --compile`` compiled with ``p4c-bm2-ss``, and is programmed
   over P4Runtime by ``p4gen.controller``.
+* Either switch node forwards ordinary traffic (TCP, ARP, ping, Gloo's
+  rendezvous and ring) in a kernel bridge of its own namespace, beside the
+  P4 pipeline, as a real switch's L2 pipeline does at line rate; only
+  aggregation frames reach the P4 process (:mod:`p4gen.testbed.l2`).
 * :class:`TestbedHost` is a Mininet host whose processes carry the
   network's mark (so ``p4gen testbed cleanup`` finds exactly them).
 * :class:`Leaf` is the leaf of the two-level topology: Mininet's
@@ -37,6 +41,7 @@ from p4gen.plan import Plan
 
 from . import procs
 from .errors import ReadinessError, TestbedError
+from .l2 import KernelL2
 
 
 class _Marked:
@@ -128,6 +133,7 @@ class P4Switch(_Marked, Switch):
         params["inNamespace"] = True
         super().__init__(name, **params)
         self._own_namespace()
+        self.l2 = KernelL2(self)
 
     # -- to be provided by subclasses
     def argv(self) -> list[str]:
@@ -140,13 +146,20 @@ class P4Switch(_Marked, Switch):
 
     # -- Mininet's interface
     @property
-    def port_map(self) -> dict[int, str]:
-        """Switch port number -> interface name."""
+    def front_ports(self) -> dict[int, str]:
+        """Switch port number -> the interface of its link (the node's Mininet interfaces)."""
         return {p: i.name for p, i in sorted(self.intfs.items()) if p > 0}
+
+    @property
+    def port_map(self) -> dict[int, str]:
+        """Switch port number -> the interface the P4 pipeline's process runs that port on."""
+        return {p: self.l2.pipe_intf(p) for p in self.front_ports}
 
     def start(self, controllers=()) -> None:
         if self.alive():
             raise TestbedError(f"{self.kind} {self.name} is already running (pid {self.proc.pid})")
+        if self.starts == 0:
+            self.l2.build(self.front_ports, self.plan)
         self.starts += 1
         if self.starts > 1 and self.log.exists():       # keep the previous run's log next to the new one
             self.log.rename(self.log.with_suffix(f".{self.starts - 1}.log"))
@@ -194,6 +207,10 @@ class P4Switch(_Marked, Switch):
             time.sleep(0.05)
 
     # -- operations
+    def pin(self, macs: dict[str, str]) -> None:
+        """Static entries in the kernel bridge's table (MAC -> front port interface)."""
+        self.l2.pin(macs)
+
     def kill(self) -> None:
         if self.proc is not None:
             self.proc.kill()
