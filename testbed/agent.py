@@ -2,9 +2,10 @@
 
     mininet> h1 python -m p4gen.testbed.agent CONFIG.json
 
-The protocol is :class:`p4gen.host.worker.Worker` (or
-:class:`p4gen.host.omni_worker.OmniWorker`); this module only owns the socket
-and the clock.  Frames go out through a kernel UDP socket (so iptables loss
+The protocol is :class:`p4gen.host.worker.Worker`, as
+:class:`p4gen.host.batchworker.BatchWorker` (which takes a burst of results
+as one matrix), or :class:`p4gen.host.omni_worker.OmniWorker`; this module
+only owns the socket and the clock.  Frames go out through a kernel UDP socket (so iptables loss
 and tc shaping in the host namespace apply to them): the worker's frame
 minus its Ethernet/IPv4/UDP headers is the datagram, sent to the switch's
 address.  A received datagram gets a fixed header prefix back before the
@@ -37,9 +38,10 @@ import numpy as np
 
 from p4gen.wire import Layout
 from p4gen.host.packet import datagram_prefix, endpoint
+from p4gen.netio.heap import retain_freed_memory
 from p4gen.netio.mmsg import DatagramBatches
 from p4gen.plan import Plan
-from p4gen.host.fastworker import FastWorker
+from p4gen.host.batchworker import BatchWorker
 
 from .errors import JobError
 from .tensors import make_tensor
@@ -60,7 +62,7 @@ def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
 
         return OmniWorker(layout, tensor, **common)
     mode = "float" if cfg["dtype"] == "float32" else "int"
-    return FastWorker(layout, tensor, mode=mode, **common)
+    return BatchWorker(layout, tensor, mode=mode, **common)
 
 
 def run(cfg: dict, wait_go=None) -> dict:
@@ -103,6 +105,25 @@ def run(cfg: dict, wait_go=None) -> dict:
     send(w.start(now))
     last = now
     accepted = 0
+    rows = isinstance(w, BatchWorker) and w.batchable and not marks
+
+    def send_rows(F) -> None:
+        nonlocal send_errors
+        if len(F):
+            _sent, failed = io.send_rows(F[:, hoff:], dst)
+            send_errors += failed
+
+    def receive_burst(now: float) -> bool:
+        """One burst through the worker as a matrix (mixed lengths: frame by frame); whether one came."""
+        got = io.recv_rows(prefix)
+        if isinstance(got, list):
+            send([f for frame in got for f in w.receive(frame, now)])
+            return True
+        if not len(got):
+            return False
+        send_rows(w.receive_rows(got, now))
+        return True
+
     try:
         while not w.done:
             dl = w.next_deadline()
@@ -112,6 +133,10 @@ def run(cfg: dict, wait_go=None) -> dict:
                     time.sleep(gather)        # let the burst grow: fewer wake-ups, more results per wake-up
                 now = time.monotonic()
                 for _ in range(2):
+                    if rows:
+                        if not receive_burst(now):
+                            break
+                        continue
                     got = backlog or io.recv(prefix)
                     backlog = []
                     if not got:
@@ -136,7 +161,10 @@ def run(cfg: dict, wait_go=None) -> dict:
                         # kill lands mid-job however fast the rest of the job would be
                         while True:
                             time.sleep(3600)
-            send(w.tick(now))
+            if rows:
+                send_rows(w.tick_rows(now))
+            else:
+                send(w.tick(now))
             if now - last > stall:
                 out = w.outstanding()
                 slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
@@ -180,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         if line.strip() != "go":
             raise JobError(f"worker {cfg['rank']}: the harness closed the control pipe before 'go'")
 
+    retain_freed_memory()               # a burst's arrays reuse heap pages instead of faulting fresh ones in
     try:
         _emit(**run(cfg, wait_go))
         return 0

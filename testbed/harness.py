@@ -30,6 +30,9 @@ from .net import Network
 from .topo import SWITCH_IP, SWITCH_MAC
 
 FAULTS = ("kill-worker", "restart-switch")
+GATHER_FRACTION = 0.25     # of the window's time on the link that a worker waits once a burst begins
+GATHER_MAX = 0.020          # seconds
+WINDOW_MIN, WINDOW_MAX = 64, 256
 
 
 @dataclass
@@ -124,12 +127,16 @@ class _Agents:
             p.popen.stdin.flush()
 
 
-def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1) -> tuple[int, float]:
-    """(window, initial retransmission timeout) for a link of ``mbit``: 64 slots unless asked, or fewer
+def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1,
+            chunks: int = 0) -> tuple[int, float]:
+    """(window, initial retransmission timeout) for a link of ``mbit`` and a tensor of ``chunks`` chunks,
+    unless asked: a sixteenth of the chunks, from 64 to 256 slots (the float protocol sends one window
+    more than the chunks, for the exponents, so that costs at most 6% more frames; a larger window lets
+    the workers and the switch handle results in larger, rarer bursts, see :func:`_gather`), or fewer
     when the ``n`` workers' windows together would exceed what ``switch`` takes in flight
     (``max_in_flight``); the timeout covers a full window queued on the link three times over, so a
     window in flight is not retransmitted spuriously."""
-    w = window or 64
+    w = window or min(WINDOW_MAX, max(WINDOW_MIN, chunks // 16))
     cap = getattr(switch, "max_in_flight", None)
     if window is None and cap:
         w = max(1, min(w, cap // n))
@@ -137,11 +144,19 @@ def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: i
     return w, max(0.1, 3 * serial)
 
 
+def _chunks(protocol: str, size: int, layout: Layout) -> int:
+    """The chunks a window is sized by: SwitchML's; OmniReduce keeps the smallest window (its workers
+    and the switch's OmniReduce path handle results one by one, and a window's streams of blocks are
+    its parallelism, not its batch)."""
+    return -(-size // layout.elements) if protocol == "switchml" else 0
+
+
 def _gather(mbit: float, frame_bytes: int, window: int) -> float:
     """Seconds a worker waits after handling a burst of results before it looks for the next, so that it
-    wakes less often and handles more per wake-up: a tenth of the time its window takes on the link (the
-    window keeps the link busy meanwhile), at most 2 ms."""
-    return min(0.002, 0.1 * window * frame_bytes * 8 / (mbit * 1e6))
+    wakes less often and handles more per wake-up (the fixed cost of a wake-up, not the results, is most
+    of an emulator's CPU time): a quarter of the time its window takes on the link (the rest of the
+    window keeps the link busy meanwhile), at most 20 ms."""
+    return min(GATHER_MAX, GATHER_FRACTION * window * frame_bytes * 8 / (mbit * 1e6))
 
 
 def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "switchml", size: int,
@@ -153,7 +168,7 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "
     w = spec.workers[rank]
     if window is None or rto is None:
         win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
-                           len(spec.workers))
+                           len(spec.workers), _chunks(protocol, size, layout))
         window = min(win, spec.slot_count)
     gather = _gather(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
     return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
@@ -217,7 +232,8 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     plan = net.agg.plan
     layout = Layout(plan)
     mbit = min(ln.mbit for ln in topo.links)
-    win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts))
+    win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
+                       _chunks(protocol, size, layout))
     if spec is None:
         win = min(win, int(plan.params["slots"]))
         spec = net.job_spec(slot_count=win)

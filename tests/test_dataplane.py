@@ -59,6 +59,9 @@ def test_ring_size_option_is_checked(tmp_path, capsys):
     rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0", "--ring-mb", "0"])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and err == "p4gen.switch.dataplane: --ring-mb 0 must be in 1..1024"
+    rc = dp_main(["--plan", str(tmp_path), "--port", "1=p4gtest-none0", "--round-interval", "2"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err == "p4gen.switch.dataplane: --round-interval 2.0 must be in 0..1 seconds"
 
 
 
@@ -69,8 +72,8 @@ def netns():
         yield ns
 
 
-@pytest.mark.parametrize("mode", ["int", "float"])
-def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
+@pytest.mark.parametrize("mode,interval", [("int", 0.0), ("float", 0.0), ("float", 0.02)])
+def test_allreduce_through_the_dataplane(netns, tmp_path, mode, interval):
     plan = make_plan(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"))
     (tmp_path / "plan.json").write_text(plan.to_json())
     workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(3)]
@@ -81,8 +84,9 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
     dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
                            "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"),
                            "--stats", str(stats), "--stats-interval", "0.1",
-                           "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"],
+                           "--port", "1=s0", "--port", "2=s1", "--port", "3=s2", "--round-interval", str(interval)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
     try:
         for _ in range(100):
             if stats.exists():
@@ -102,10 +106,13 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode):
                 assert np.allclose(r, exact, atol=codec.error_bound(3, 3) * 2)
     finally:
         rc = _stop(dp)
+    elapsed = time.monotonic() - t0
     assert rc == 0, dp.stderr.read()
     final = json.loads(stats.read_text())
     assert final["stats"]["multicast"]["packets"] >= 5
     assert final["ports"]["1"]["rx"] > 0 and final["ports"]["2"]["tx"] > 0
+    if interval:            # paced: no two rounds began less than an interval apart
+        assert 1 <= final["rounds"] <= elapsed / interval + 1, (final["rounds"], elapsed)
 
 
 def _stop(dp) -> int:

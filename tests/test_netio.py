@@ -190,6 +190,33 @@ def test_datagram_batches_arrive_exactly_with_the_prefix():
         assert B.recv() == [] and B.truncated == 0
 
 
+def test_datagram_batches_move_matrix_rows_and_fall_back_to_bytes_for_mixed_lengths():
+    from p4gen.netio.mmsg import DatagramBatches
+
+    a, b = _udp_pair()
+    with a, b:
+        A, B = DatagramBatches(a, batch=64), DatagramBatches(b, batch=256, max_size=1200)
+        rows = np.arange(300 * 1100, dtype=np.uint32).astype(np.uint8).reshape(300, 1100)
+        assert A.send_rows(rows, b.getsockname()) == (300, 0)
+        got = []
+        for _ in range(200):
+            m = B.recv_rows(prefix=b"PFX")
+            assert isinstance(m, np.ndarray)
+            got += [r.tobytes() for r in m]
+            if len(got) == len(rows):
+                break
+        assert got == [b"PFX" + r.tobytes() for r in rows]
+        assert B.recv_rows().shape == (0, 0)
+        assert A.send_rows(np.zeros((2, 3000), np.uint8), b.getsockname()) == (0, 2)   # wider than max_size
+        assert A.send([b"ab", b"cde"], b.getsockname()) == (2, 0)
+        mixed = []
+        for _ in range(100):
+            mixed += B.recv_rows(prefix=b"P")
+            if len(mixed) == 2:
+                break
+        assert mixed == [b"Pab", b"Pcde"]
+
+
 def test_datagram_batches_refuse_and_truncate_what_does_not_fit():
     import socket
 

@@ -52,3 +52,12 @@ def test_the_window_fits_what_the_switch_takes_in_flight():
     assert _window(100, 1075, 32, BMv2Switch, 3)[0] == 32                 # asked for: given
     w, rto = _window(5, 1075, None, SoftSwitch, 8)
     assert w == 64 and rto == pytest.approx(3 * 64 * 1075 * 8 / 5e6)     # three windows on the link
+
+
+def test_the_window_grows_with_the_tensor_to_a_sixteenth_of_its_chunks():
+    assert _window(25, 1075, None, SoftSwitch, 8, chunks=1024)[0] == 64   # 1 MiB: the smallest window
+    assert _window(25, 1075, None, SoftSwitch, 8, chunks=2048)[0] == 128
+    w, rto = _window(25, 1075, None, SoftSwitch, 8, chunks=4096)        # 4 MiB: 256 slots
+    assert w == 256 and rto == pytest.approx(3 * 256 * 1075 * 8 / 25e6)
+    assert _window(25, 1075, None, SoftSwitch, 8, chunks=1 << 20)[0] == 256
+    assert _window(100, 1075, None, BMv2Switch, 3, chunks=4096)[0] == 8    # still what BMv2 takes in flight

@@ -114,8 +114,8 @@ class DatagramBatches:
     def fileno(self) -> int:
         return self.fd
 
-    def recv(self, prefix: bytes = b"") -> list[bytes]:
-        """Every queued datagram (up to ``batch``) as ``prefix + payload``; [] when none; never blocks."""
+    def _recv(self, prefix: bytes) -> int:
+        """recvmmsg into the buffer rows, ``prefix`` written before each; how many datagrams came."""
         p = len(prefix)
         if p > self.room:
             raise ValueError(f"prefix of {p} bytes exceeds prefix_room={self.room}")
@@ -123,28 +123,43 @@ class DatagramBatches:
         if n <= 0:
             e = ctypes.get_errno()
             if n == 0 or e in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR):
-                return []
+                return 0
             raise OSError(e, f"recvmmsg: {errno.errorcode.get(e, e)}")
+        if p:
+            self._rbuf[:n, self.room - p:self.room] = np.frombuffer(prefix, np.uint8)
+        self.truncated += int(np.count_nonzero(self._rflags[:n] & MSG_TRUNC))
+        return n
+
+    def recv(self, prefix: bytes = b"") -> list[bytes]:
+        """Every queued datagram (up to ``batch``) as ``prefix + payload``; [] when none; never blocks."""
+        n = self._recv(prefix)
+        if not n:
+            return []
         lens = self._rlen[:n].tolist()
         buf = self._rbuf
-        start = self.room - p
-        if p:
-            buf[:n, start:self.room] = np.frombuffer(prefix, np.uint8)
+        start = self.room - len(prefix)
         rows = buf[:n].tobytes()
         stride = buf.shape[1]
-        self.truncated += int(np.count_nonzero(self._rflags[:n] & MSG_TRUNC))
         return [rows[i * stride + start:i * stride + self.room + ln] for i, ln in enumerate(lens)]
+
+    def recv_rows(self, prefix: bytes = b""):
+        """Every queued datagram (up to ``batch``) as ``prefix + payload``: when they are all of one length,
+        as the rows of a uint8 matrix (a view of the receive buffer, valid until the next receive), else
+        as a list of bytes as :meth:`recv` gives; an empty matrix when none; never blocks."""
+        n = self._recv(prefix)
+        lens = self._rlen[:n]
+        if n and (lens != lens[0]).any():
+            start, buf = self.room - len(prefix), self._rbuf
+            return [buf[i, start:self.room + ln].tobytes() for i, ln in enumerate(lens.tolist())]
+        ln = int(lens[0]) if n else 0
+        return self._rbuf[:n, self.room - len(prefix):self.room + ln]
 
     def send(self, datagrams: list, dst: tuple[str, int]) -> tuple[int, int]:
         """Send ``datagrams`` (bytes-like) to ``dst`` in order, ``batch`` per call; (sent, failed).
 
         A datagram the kernel refuses (full buffer, unreachable, too long)
         is counted as failed and the rest still go out."""
-        if dst != self._dst_key:
-            self._dst.sin_family = socket.AF_INET
-            self._dst.sin_port = socket.htons(dst[1])
-            self._dst.sin_addr[:] = socket.inet_aton(dst[0])
-            self._dst_key = dst
+        self._dest(dst)
         sent = failed = 0
         for k in range(0, len(datagrams), self.batch):
             part = datagrams[k:k + self.batch]
@@ -164,16 +179,47 @@ class DatagramBatches:
                 for i, d in enumerate(part):
                     self._sbuf[i, :len(d)] = np.frombuffer(d, np.uint8)
             self._siov_len[:m] = lens
-            done = 0
-            while done < m:
-                r = self._sendmmsg(self.fd, ctypes.byref(self._smsg[done]), m - done, MSG_DONTWAIT)
-                if r > 0:
-                    done += r
-                    sent += r
-                    continue
-                if ctypes.get_errno() == errno.EINTR:
-                    continue
-                # the datagram at ``done`` failed (EAGAIN: the send buffer is full): lose it, go on
-                failed += 1
-                done += 1
+            s_, f_ = self._sendmmsg_rows(m)
+            sent, failed = sent + s_, failed + f_
+        return sent, failed
+
+    def send_rows(self, rows: np.ndarray, dst: tuple[str, int]) -> tuple[int, int]:
+        """Send the rows of the uint8 matrix ``rows`` (one datagram each, all of its width) to ``dst`` in
+        order; (sent, failed) as :meth:`send`."""
+        m, L = rows.shape
+        if not m:
+            return 0, 0
+        if L > self.max_size:
+            return 0, m
+        self._dest(dst)
+        sent = failed = 0
+        for k in range(0, m, self.batch):
+            part = rows[k:k + self.batch]
+            self._sbuf[:len(part), :L] = part
+            self._siov_len[:len(part)] = L
+            s_, f_ = self._sendmmsg_rows(len(part))
+            sent, failed = sent + s_, failed + f_
+        return sent, failed
+
+    def _dest(self, dst: tuple[str, int]) -> None:
+        if dst != self._dst_key:
+            self._dst.sin_family = socket.AF_INET
+            self._dst.sin_port = socket.htons(dst[1])
+            self._dst.sin_addr[:] = socket.inet_aton(dst[0])
+            self._dst_key = dst
+
+    def _sendmmsg_rows(self, m: int) -> tuple[int, int]:
+        """sendmmsg the first ``m`` rows of the send buffer (their lengths set); (sent, failed)."""
+        sent = failed = done = 0
+        while done < m:
+            r = self._sendmmsg(self.fd, ctypes.byref(self._smsg[done]), m - done, MSG_DONTWAIT)
+            if r > 0:
+                done += r
+                sent += r
+                continue
+            if ctypes.get_errno() == errno.EINTR:
+                continue
+            # the datagram at ``done`` failed (EAGAIN: the send buffer is full): lose it, go on
+            failed += 1
+            done += 1
         return sent, failed

@@ -2,7 +2,7 @@
 
     python -m p4gen.switch.dataplane --plan DIR --port 1=veth1 --port 2=veth2 \\
         [--config control.json] [--stats stats.json] [--stats-interval 1] \\
-        [--p4runtime HOST:PORT] [--ring-mb 8] [--no-rings]
+        [--p4runtime HOST:PORT] [--ring-mb 8] [--round-interval S] [--no-rings]
 
 Every ``--port N=IFNAME`` opens an AF_PACKET socket on ``IFNAME`` that
 acts as switch port ``N``, with a TPACKET_V3 receive ring and a transmit
@@ -10,7 +10,11 @@ ring (:mod:`p4gen.netio.rings`): a round takes the ready frames of every
 port from its ring, runs them through one
 :meth:`p4gen.switch.model.SwitchModel.process_batch` call, writes each
 port's results into its transmit ring and flushes it with one ``send``.
-Where the kernel refuses rings (or with ``--no-rings``) a port falls back to
+With ``--round-interval S`` a round that finds frames waiting begins no
+sooner than S seconds after the previous round began: under load, each
+round then takes the frames of S seconds from every port, and the fixed
+cost of a round (the rings' headers, one model call, one flush per port)
+is paid that much less often; frames wait at most S for it.  Where the kernel refuses rings (or with ``--no-rings``) a port falls back to
 one system call per frame, and the process says so once on stderr.  The
 control-plane state (workers, multicast groups, l2 entries, result_dst)
 comes from a JSON file in the format of :meth:`SwitchModel.load_config`;
@@ -86,7 +90,7 @@ class DataPlane:
     """
 
     def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None, *, rings: bool = True,
-                 ring_mb: int = RING_MB):
+                 ring_mb: int = RING_MB, round_interval: float = 0.0):
         if not ports:
             raise DataPlaneError("at least one --port is needed")
         self.model = model
@@ -102,6 +106,10 @@ class DataPlane:
         self.rx_errors = 0
         self.tx_errors = 0
         self.running = False
+        # a busy round begins no sooner than this after the previous one began (0: at once)
+        self.round_interval = float(round_interval)
+        self._round_began = -1.0
+        self.rounds = 0
         refused: dict[str, str] = {}
         try:
             for port, ifname in self.ports.items():
@@ -158,12 +166,20 @@ class DataPlane:
                 timeout = min(timeout, 0.001)
         if not self._poll.poll(int(timeout * 1000)):
             return 0
+        if self.round_interval:
+            # frames are waiting: if the last round began less than an interval ago, let more come, so
+            # that one round (its fixed cost: a few hundred numpy calls) takes the burst of every port
+            wait = self._round_began + self.round_interval - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            self._round_began = time.monotonic()
         handled = 0
         for _ in range(ROUNDS):
             n = self._round(ios)
-            if not n:
-                break
             handled += n
+            # paced: one round per interval, unless a port had more waiting than a round takes
+            if not n or (self.round_interval and n < BURST):
+                break
         return handled
 
     def _round(self, ios) -> int:
@@ -182,6 +198,7 @@ class DataPlane:
                 taken.append((port, vs, k))
         if not taken:
             return 0
+        self.rounds += 1
         views = [v for _p, vs, _k in taken for v in vs]
         L0 = views[0].shape[1]
         try:
@@ -229,7 +246,7 @@ class DataPlane:
                                   "io": self.io[p].kind if p in self.io else "closed",
                                   "rx_dropped": self.rx_dropped[p], "rx_freezes": self.rx_freezes[p]}
                           for p in self.ports},
-                "rx_errors": self.rx_errors, "tx_errors": self.tx_errors}
+                "rx_errors": self.rx_errors, "tx_errors": self.tx_errors, "rounds": self.rounds}
 
     def run(self, stats_path: str | Path | None = None, stats_interval: float = 1.0,
             reload: Any = None) -> None:
@@ -288,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="serve P4Runtime for this switch on HOST:PORT (the control plane then comes from it)")
     ap.add_argument("--ring-mb", type=int, default=RING_MB,
                     help=f"receive ring per port in MiB (default {RING_MB})")
+    ap.add_argument("--round-interval", type=float, default=0.0, metavar="SECONDS",
+                    help="when frames wait, begin a round no sooner than this after the previous one began, so "
+                         "that each round takes more frames (default 0: at once)")
     ap.add_argument("--no-rings", action="store_true",
                     help="read and send one frame per system call instead of through packet rings")
     args = ap.parse_args(argv)
@@ -299,7 +319,10 @@ def main(argv: list[str] | None = None) -> int:
         model = _build_model(args.plan, args.config)
         if not 1 <= args.ring_mb <= 1024:
             raise DataPlaneError(f"--ring-mb {args.ring_mb} must be in 1..1024")
-        dp = DataPlane(model, ports, lock=lock, rings=not args.no_rings, ring_mb=args.ring_mb)
+        if not 0 <= args.round_interval <= 1:
+            raise DataPlaneError(f"--round-interval {args.round_interval} must be in 0..1 seconds")
+        dp = DataPlane(model, ports, lock=lock, rings=not args.no_rings, ring_mb=args.ring_mb,
+                       round_interval=args.round_interval)
     except P4genError as exc:
         print(f"p4gen.switch.dataplane: {exc}", file=sys.stderr)
         return 2
