@@ -1,6 +1,8 @@
 """SwitchML vs Gloo ring all-reduce on bandwidth-limited emulated links, and OmniReduce vs dense SwitchML.
 
-    .venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 5] [--png out.png]
+    .venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 25] [--png out.png]
+    .venv/bin/python bench/testbed.py --workers 8 --big '' --before REV     # CPU per MiB of REV and of this checkout
+    .venv/bin/python bench/testbed.py --sweep [--sweep-workers 2,4,8,16] [--sweep-sizes 1MiB,4MiB,16MiB]
     .venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
     .venv/bin/python bench/testbed.py --workers '' --big '' --bmv2 [--bmv2-window 8]   # BMv2 against SoftSwitch
 
@@ -11,7 +13,10 @@ For each worker count: SwitchML time through the software data plane and
 Gloo (torch.distributed, ring all-reduce) time on the same star topology,
 hosts, links and tensor, one after the other on one Mininet network; their
 ratio, against the ideal ratio of their link-rate bounds; each protocol's
-time as a fraction of its link-rate bound.  The bound
+time as a fraction of its link-rate bound.  Gloo's frames cross the switch
+node in its kernel bridge, SwitchML's go through the P4 switch
+(``p4gen.testbed.l2``); each row says which path its frames took, as the
+run counted them.  The bound
 (``p4gen.testbed.bounds``, printed with the table) is the wire bytes per
 element, payload and headers, over the link rate: SwitchML sends and
 receives one frame per chunk (1075 B for 256 values), Gloo 2(n-1)/n of the
@@ -21,9 +26,11 @@ link rate.  Beside each SwitchML run, OmniReduce on the same star and
 tensor size at --omni-density (each worker's blocks non-zero with that
 probability; 0 skips it).  Every run's CPU seconds from the workers' go to
 the last result -- the switch process and all worker processes -- are
-printed with their sum per MiB aggregated (workers x tensor bytes).  The default 5 Mbit/s keeps the links, not the Python switch and
-emulators on two shared cores, the bottleneck: 8 workers at 5 Mbit/s are
-about 4,700 frames/s into the switch and as many out.  Then the 4-worker 16 MiB exact-sum
+printed with their sum per MiB aggregated (workers x tensor bytes).
+--before REV runs SwitchML and OmniReduce with git revision REV's p4gen and
+with this checkout's, taking turns, and prints the two CPU figures per MiB
+and their ratio; --sweep runs 2, 4, 8, 16 workers x 1, 4, 16 MiB (see
+``bench/testbed_runs.py``).  Then the 4-worker 16 MiB exact-sum
 row.  With --omnireduce: for 4 and 8 workers and block
 densities 1.0 .. 0.01 (each worker's blocks non-zero independently with that
 probability), OmniReduce and dense SwitchML all-reduce the *same* tensors on
@@ -61,6 +68,8 @@ from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
 from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
 from p4gen.wire import Layout
+from testbed_runs import RUN_HEAD, SWEEP_SIZES, SWEEP_WORKERS, before_after, child_main, name, run_line
+from testbed_runs import sweep as sweep_sizes
 
 DENSITIES = (1.0, 0.5, 0.1, 0.05, 0.01)
 
@@ -69,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="2,4,8")
     ap.add_argument("--size", default="4MiB")
-    ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
+    ap.add_argument("--bw", type=float, default=25.0, help="Mbit/s per link")
     ap.add_argument("--omni-density", type=float, default=0.1,
                     help="block density of the OmniReduce run beside each SwitchML run (0 to skip it)")
     ap.add_argument("--big", default="16MiB", help="the 4-worker exact-sum row ('' to skip)")
@@ -87,28 +96,44 @@ def main(argv: list[str] | None = None) -> int:
                          "killed worker has sent everything before it is killed)")
     ap.add_argument("--bmv2-window", type=int, default=None,
                     help="window of the --bmv2 runs on both switches (default: each switch's own)")
+    ap.add_argument("--before", metavar="REV",
+                    help="CPU per MiB of SwitchML and OmniReduce at --workers, --size, --bw for git revision REV "
+                         "and this checkout, taking turns in one run")
+    ap.add_argument("--sweep", action="store_true",
+                    help="SwitchML, OmniReduce (--omni-density) and Gloo at --sweep-workers x --sweep-sizes")
+    ap.add_argument("--sweep-workers", default=",".join(map(str, SWEEP_WORKERS)))
+    ap.add_argument("--sweep-sizes", default=",".join(SWEEP_SIZES))
+    ap.add_argument("--child", help=argparse.SUPPRESS)        # one --before configuration, in a child process
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
     ap.add_argument("--plans", default="/tmp/p4g-plans")
     a = ap.parse_args(argv)
+    if a.child:
+        return child_main(a.child)
     size = parse_size(a.size)
+    workers = [int(x) for x in a.workers.split(",") if x]
+    if a.before:
+        return before_after(a, workers, size)
+    if a.sweep:
+        return sweep_sizes(a, parse_size)
     plan = build_plan("switchml", 32, a.plans)
     oplan = build_plan("omnireduce", 32, a.plans) if a.omni_density else None
     rows, summary, cpu_rows = [], [], []
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
-    print(header())
-    for n in [int(x) for x in a.workers.split(",") if x]:
+    if workers:
+        print(RUN_HEAD)
+    for n in workers:
         with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=plan) as net:
             sml = harness.run_switchml(net, size=size)
-            print(row(sml), flush=True)
+            print(run_line(sml.to_dict()), flush=True)
             gl = harness.run_gloo(net, size=size)
-            print(row(gl), flush=True)
+            print(run_line(gl.to_dict()), flush=True)
         rows += [sml, gl]
         cpu_rows += [sml, gl]
         if a.omni_density:
             with Network(star(n, a.bw), switch=SoftSwitch, plan_dir=oplan) as net:
                 om = harness.run_switchml(net, size=size, protocol="omnireduce", density=a.omni_density)
-            print(row(om), flush=True)
+            print(run_line(om.to_dict()), flush=True)
             rows.append(om)
             cpu_rows.append(om)
         summary.append({"workers": n, "mbit": a.bw, "size": size, "switchml_s": sml.time, "gloo_s": gl.time,
@@ -120,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                         "switchml_retransmissions": sml.retransmissions, "exact": sml.exact and sml.correct,
                         "gloo_correct": gl.correct})
     if a.big:
+        print(header())
         with Network(star(4, a.big_bw), switch=SoftSwitch, plan_dir=plan) as net:
             big = harness.run_switchml(net, size=parse_size(a.big))
             print(row(big), flush=True)
@@ -144,10 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     if cpu_rows:
         print()
         print("CPU seconds from the workers' go to the last result: the switch process (every thread) and all worker "
-              "processes (each its own, from go to its done); CPU-s/MiB = their sum / (workers x tensor MiB)")
-        print(CPU_HEAD)
+              "processes (each its own, from go to its done); CPU-s/MiB = their sum / (workers x tensor MiB).  "
+              "Paths through the switch node, counted by each run:")
         for r in cpu_rows:
-            print(cpu_line(r))
+            print(f"  {r.workers:>2} {name(r.to_dict()):<16}  {r.path}")
     if omni:
         print()
         print(OMNI_HEAD)
@@ -202,16 +228,6 @@ def summary_line(s: dict) -> str:
             f"{s['ideal_ratio']:>5.2f}  {s['switchml_pct_of_bound']:>15.1f}  {s['gloo_pct_of_bound']:>11.1f}  "
             f"{s['switchml_goodput_pct_of_link']:>22.1f}  {s['switchml_retransmissions']:>4}  "
             f"{'yes' if s['exact'] and s['gloo_correct'] else 'NO'}")
-
-
-CPU_HEAD = " n  protocol          time s  %bound  switch CPU-s  workers CPU-s  CPU-s/MiB"
-
-
-def cpu_line(r) -> str:
-    name = r.protocol if r.protocol != "omnireduce" else f"omnireduce d={r.density:g}"
-    f = (lambda v: f"{v:.3f}" if v is not None else "-")
-    return (f"{r.workers:>2}  {name:<16}  {r.time:>6.2f}  {r.pct_of_bound:>6.1f}  {f(r.switch_cpu):>12}  "
-            f"{f(r.workers_cpu):>13}  {f(r.cpu_per_mib) if r.cpu_per_mib is None else f'{r.cpu_per_mib:.4f}':>9}")
 
 
 OMNI_HEAD = (" n  density  union  switchml s  omni s  speed-up  ideal  1/density  "

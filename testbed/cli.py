@@ -167,6 +167,9 @@ def _print_results(results, path: str | None) -> None:
             print(f"  {r.fault_outcome}")
     for how in dict.fromkeys(r.bound_how for r in results if r.bound_how):
         print(f"%bound = link-rate bound / time; the bound counts {how}")
+    for r in results:
+        if r.path:
+            print(f"{r.protocol} frames through the switch node: {r.path}")
     if path:
         Path(path).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
 

@@ -1,0 +1,246 @@
+"""bench/testbed.py's run table, its --before comparison and its --sweep (see bench/testbed.py).
+
+A run row: protocol, the path its frames took through the switch node (counted
+by the run: P4 switch or kernel bridge), time, % of its link-rate bound, the
+CPU seconds of the switch process and of all worker processes from the
+workers' go to the last result, and their sum per MiB aggregated (workers x
+tensor bytes).
+
+``--before REV``: REV is exported from git (``bench/revision.py``) and two
+child processes of this script run the same configurations, one with
+REV's p4gen on ``PYTHONPATH`` (its switch and emulators inherit it), one
+with this checkout's; they take turns, configuration by configuration, and
+the ratio of their CPU per MiB is printed.  REV must report CPU (the
+revision that added it, or later).
+
+``--sweep``: 2, 4, 8, 16 workers x 1, 4, 16 MiB: SwitchML and Gloo on one
+network per configuration, OmniReduce at --omni-density on another, one
+row each, then a table and a PNG of time, % of bound and CPU per MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+
+RUN_HEAD = (" n  protocol          path            MiB  time s  %bound  switch CPU-s  workers CPU-s  CPU-s/MiB  "
+            "retx  exact")
+
+
+def _f(v, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def name(r: dict) -> str:
+    return r["protocol"] if r["protocol"] != "omnireduce" else f"omnireduce d={r['density']:g}"
+
+
+def path_of(r: dict) -> str:
+    """Which of the switch node's paths the run's frames took (from the run's counters)."""
+    p4, l2 = r.get("p4_frames", 0), r.get("l2_frames", 0)
+    if p4 and not l2:
+        return f"P4 ({r['switch']})"
+    if l2 and not p4:
+        return "kernel bridge"
+    return f"both" if p4 and l2 else "-"
+
+
+def run_line(r: dict) -> str:
+    mib = r["size"] * 4 / 2**20
+    exact = r["correct"] and (r["exact"] or r["protocol"] == "gloo")
+    return (f"{r['workers']:>2}  {name(r):<16}  {path_of(r):<14}  {mib:>3g}  {r['time']:>6.2f}  "
+            f"{r['pct_of_bound']:>6.1f}  {_f(r.get('switch_cpu'), '.3f'):>12}  {_f(r.get('workers_cpu'), '.3f'):>13}  "
+            f"{_f(r.get('cpu_per_mib'), '.4f'):>9}  {r['retransmissions']:>4}  {'yes' if exact else 'NO'}")
+
+
+# -- one configuration, in this process or a child ------------------------------------------------
+
+def measure(n: int, mbit: float, size: int, protocols: list[str], density: float, plans: str) -> list[dict]:
+    """Run ``protocols`` (switchml, gloo: one network; omnireduce: another) on a star of ``n`` hosts."""
+    from p4gen.testbed import harness
+    from p4gen.testbed.net import Network
+    from p4gen.testbed.nodes import SoftSwitch
+    from p4gen.testbed.plans import build_plan
+    from p4gen.testbed.topo import star
+
+    out = []
+    dense = [p for p in protocols if p in ("switchml", "gloo")]
+    if dense:
+        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=build_plan("switchml", 32, plans)) as net:
+            for p in dense:
+                r = harness.run_gloo(net, size=size) if p == "gloo" else harness.run_switchml(net, size=size)
+                out.append(r.to_dict())
+    if "omnireduce" in protocols:
+        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=build_plan("omnireduce", 32, plans)) as net:
+            out.append(harness.run_switchml(net, size=size, protocol="omnireduce", density=density).to_dict())
+    return out
+
+
+def child_main(spec: str) -> int:
+    """``--child JSON``: measure one configuration, print where p4gen came from and the run records."""
+    import p4gen
+
+    q = json.loads(spec)
+    runs = measure(q["n"], q["mbit"], q["size"], q["protocols"], q["density"], q["plans"])
+    print(json.dumps({"p4gen": str(Path(p4gen.__file__).parent), "runs": runs}), flush=True)
+    return 0
+
+
+class _Side:
+    """One side of --before: a p4gen tree (None: this checkout) and a plans cache of its own."""
+
+    def __init__(self, label: str, tree: Path | None, plans: Path):
+        self.label, self.tree, self.plans = label, tree, plans
+        self.where = None
+
+    def run(self, **q) -> list[dict]:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)
+        q["plans"] = str(self.plans)
+        p = subprocess.run([sys.executable, str(BENCH / "testbed.py"), "--child", json.dumps(q)], env=env,
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"--before: the {self.label} side failed: {tail}")
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        self.where = got["p4gen"]
+        if self.tree is not None and not self.where.startswith(str(self.tree)):
+            raise SystemExit(f"--before: the {self.label} side imported p4gen from {self.where}, not {self.tree}")
+        for r in got["runs"]:
+            if r.get("cpu_per_mib") is None:
+                raise SystemExit(f"--before: the {self.label} side's runs report no CPU time (its revision "
+                                 f"predates the CPU measurement)")
+        return got["runs"]
+
+
+def before_after(a, workers: list[int], size: int) -> int:
+    from revision import describe, export
+
+    protocols = ["switchml"] + (["omnireduce"] if a.omni_density else [])
+    rows: dict[str, list[dict]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory(prefix="p4gen-before-") as tmp:
+        sides = {"before": _Side("before", export(a.before, Path(tmp) / "tree"), Path(tmp) / "plans-before"),
+                 "after": _Side("after", None, Path(tmp) / "plans-after")}
+        print(f"before = {describe(a.before)}; after = this checkout, HEAD {describe('HEAD')}")
+        print(f"{a.size} float32 on {a.bw:g} Mbit/s links; OmniReduce at block density {a.omni_density:g}; the two "
+              f"sides take turns, each configuration on fresh networks; load average "
+              "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+        print("side    " + RUN_HEAD)
+        for i, n in enumerate(workers):
+            for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+                got = sides[side].run(n=n, mbit=a.bw, size=size, protocols=protocols, density=a.omni_density)
+                rows[side] += got
+                for r in got:
+                    print(f"{side:<6}  {run_line(r)}", flush=True)
+        print(f"p4gen: before from {sides['before'].where}, after from {sides['after'].where}")
+    print()
+    print("CPU-s per MiB aggregated (switch process + all worker processes, from go to the last result), "
+          "before and after, the same configuration in the same run:")
+    print(" n  protocol          before  after  before/after  %bound before  %bound after")
+    key = lambda r: (r["workers"], r["protocol"])          # noqa: E731
+    after = {key(r): r for r in rows["after"]}
+    ok = True
+    for b in rows["before"]:
+        c = after[key(b)]
+        ratio = b["cpu_per_mib"] / c["cpu_per_mib"]
+        ok &= b["correct"] and c["correct"]
+        print(f"{b['workers']:>2}  {name(b):<16}  {b['cpu_per_mib']:>6.4f}  {c['cpu_per_mib']:>5.4f}  "
+              f"{ratio:>11.2f}x  {b['pct_of_bound']:>13.1f}  {c['pct_of_bound']:>12.1f}")
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    Path(a.json).write_text(json.dumps({"before": a.before, "runs": rows}, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+# -- the scaling sweep ------------------------------------------------------------------------------
+
+SWEEP_WORKERS = (2, 4, 8, 16)
+SWEEP_SIZES = ("1MiB", "4MiB", "16MiB")
+
+
+def sweep(a, parse_size) -> int:
+    workers = [int(x) for x in a.sweep_workers.split(",") if x]
+    sizes = [s for s in a.sweep_sizes.split(",") if s]
+    protocols = ["switchml", "gloo"] + (["omnireduce"] if a.omni_density else [])
+    print(f"scaling: {', '.join(map(str, workers))} workers x {', '.join(sizes)} float32 on {a.bw:g} Mbit/s links; "
+          f"OmniReduce at block density {a.omni_density:g} (each worker's blocks non-zero with that probability); "
+          "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+    print(RUN_HEAD)
+    rows = []
+    for size in sizes:
+        for n in workers:
+            for r in measure(n, a.bw, parse_size(size), protocols, a.omni_density, a.plans):
+                rows.append(r)
+                print(run_line(r), flush=True)
+    print()
+    print(SWEEP_HEAD)
+    for size in sizes:
+        for n in workers:
+            print(sweep_line(n, size, [r for r in rows if r["workers"] == n and r["size"] == parse_size(size)]))
+    bounds = dict.fromkeys(r["bound_how"] for r in rows)
+    print("link-rate bounds (wire bytes per element x elements / link rate), one line per protocol and size:")
+    for how in bounds:
+        print(f"  {how}")
+    print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
+    Path(a.json).write_text(json.dumps({"sweep": rows}, indent=2) + "\n")
+    plot(rows, a)
+    return 0 if all(r["correct"] for r in rows) else 1
+
+
+SWEEP_HEAD = (" n    MiB  switchml s  %bound  CPU-s/MiB   omni s  %bound  CPU-s/MiB   gloo s  %bound  "
+              "CPU-s/MiB  gloo/switchml")
+
+
+def sweep_line(n: int, size: str, rs: list[dict]) -> str:
+    by = {r["protocol"]: r for r in rs}
+    cells = []
+    for p in ("switchml", "omnireduce", "gloo"):
+        r = by.get(p)
+        cells.append("       -       -          -" if r is None else
+                     f"{r['time']:>8.2f}  {r['pct_of_bound']:>6.1f}  {_f(r.get('cpu_per_mib'), '.4f'):>9}")
+    ratio = (f"{by['gloo']['time'] / by['switchml']['time']:>13.2f}" if "gloo" in by and "switchml" in by
+             else f"{'-':>13}")
+    return f"{n:>2}  {size:>5}  " + "   ".join(cells) + f"  {ratio}"
+
+
+def plot(rows: list[dict], a) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"matplotlib is not installed; no plot (results in {a.json})")
+        return
+    fig, axs = plt.subplots(1, 3, figsize=(15, 4.2))
+    styles = {"switchml": "o-", "omnireduce": "^--", "gloo": "s:"}
+    sizes = sorted({r["size"] for r in rows})
+    for p in ("switchml", "omnireduce", "gloo"):
+        for size in sizes:
+            pts = sorted((r for r in rows if r["protocol"] == p and r["size"] == size), key=lambda r: r["workers"])
+            if not pts:
+                continue
+            lab = f"{name(pts[0])}, {size * 4 / 2**20:g} MiB"
+            ns = [r["workers"] for r in pts]
+            axs[0].plot(ns, [r["time"] for r in pts], styles[p], label=lab)
+            axs[1].plot(ns, [r["pct_of_bound"] for r in pts], styles[p], label=lab)
+            if p != "gloo":
+                axs[2].plot(ns, [r["cpu_per_mib"] for r in pts], styles[p], label=lab)
+    axs[0].set_yscale("log")
+    for ax, yl in zip(axs, ("all-reduce time (s)", "% of the link-rate bound", "CPU-s per MiB aggregated")):
+        ax.set_xlabel("workers")
+        ax.set_ylabel(yl)
+        ax.set_xticks(sorted({r["workers"] for r in rows}))
+    axs[1].set_ylim(0, 105)
+    axs[0].set_title(f"{a.bw:g} Mbit/s links; Gloo on the kernel bridge")
+    axs[2].set_title("switch process + all worker emulators")
+    axs[0].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(a.png, dpi=120)
+    print(f"wrote {a.png} and {a.json}")
