@@ -113,16 +113,14 @@ def run(cfg: dict, wait_go=None) -> dict:
             _sent, failed = io.send_rows(F[:, hoff:], dst)
             send_errors += failed
 
-    def receive_burst(now: float) -> bool:
-        """One burst through the worker as a matrix (mixed lengths: frame by frame); whether one came."""
+    def receive_burst(now: float) -> int:
+        """One burst through the worker as a matrix (mixed lengths: frame by frame); its size."""
         got = io.recv_rows(prefix)
         if isinstance(got, list):
             send([f for frame in got for f in w.receive(frame, now)])
-            return True
-        if not len(got):
-            return False
-        send_rows(w.receive_rows(got, now))
-        return True
+        elif len(got):
+            send_rows(w.receive_rows(got, now))
+        return len(got)
 
     try:
         while not w.done:
@@ -134,7 +132,8 @@ def run(cfg: dict, wait_go=None) -> dict:
                 now = time.monotonic()
                 for _ in range(2):
                     if rows:
-                        if not receive_burst(now):
+                        # a second look only when the first burst filled the batch
+                        if receive_burst(now) < io.batch:
                             break
                         continue
                     got = backlog or io.recv(prefix)

@@ -30,8 +30,8 @@ from .net import Network
 from .topo import SWITCH_IP, SWITCH_MAC
 
 FAULTS = ("kill-worker", "restart-switch")
-GATHER_FRACTION = 0.25     # of the window's time on the link that a worker waits once a burst begins
-GATHER_MAX = 0.020          # seconds
+GATHER_FRACTION = 0.25    # of the window's time on the link that a worker waits once a burst begins
+GATHER_MAX = 0.020         # seconds
 WINDOW_MIN, WINDOW_MAX = 64, 256
 
 
