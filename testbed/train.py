@@ -6,8 +6,9 @@
 rank 0's run record (``p4gen.torch.train``).  For SwitchML and OmniReduce
 the switch is programmed with the job first, and the job file the hook
 reads is written from the same :class:`JobSpec`, so the workers table and
-the hook agree on every address.  Gloo runs on the same links, its traffic
-forwarded by the same switch.
+the hook agree on every address.  Gloo runs on the same links; its traffic,
+like every run's rendezvous, crosses the switch node in its kernel bridge,
+not the P4 process (:mod:`p4gen.testbed.l2`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     topo = net.topo
     n = len(topo.hosts)
     spec = net.job_spec(slot_count=slot_count)
-    net.program(spec)                 # the job; for Gloo the same switch forwards its TCP traffic
+    net.program(spec)                 # the job (Gloo's TCP takes the switch node's kernel bridge)
     job_file = net.workdir / f"train-job-{protocol}.toml"
     job_file.write_text(job_toml(spec))
     out = net.workdir / f"train-{protocol}-{model}.json"
