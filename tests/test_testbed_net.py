@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -79,6 +80,7 @@ def test_three_workers_exact_sums(net3):
     assert r.packets >= 3 * SIZE // 256
     assert r.loss == 0.0 and r.loss_seen == 0.0
     assert r.switch == "soft"
+    assert r.p4_frames == r.packets + r.retransmissions and r.l2_frames == 0, r.path   # all through the P4 switch
 
 
 def test_three_workers_int32_wraparound_sums_are_exact(net3):
@@ -106,6 +108,9 @@ def test_gloo_baseline_on_the_same_hosts_sums_and_counts_its_bound(net3):
     assert r.max_abs_error <= r.error_bound
     assert r.bound_how.startswith("gloo: 2(n-1)/n = 1.333 of the tensor"), r.bound_how
     assert r.bytes_per_worker >= 2 * 2 / 3 * SIZE * 4        # the ring's share of the tensor, each host
+    # Gloo's TCP (and its rendezvous) crossed the switch node in the kernel bridge, never the P4 process
+    assert r.p4_frames == 0 and r.l2_frames >= r.frames_on_links, r.path
+    assert r.switch_cpu is not None and r.switch_cpu < 0.5, r.switch_cpu
 
 
 def test_killed_worker_gives_a_clear_timeout_error(net3):
@@ -210,8 +215,12 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
                          input="h1 ping -c 1 h2\nexit\n", capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     head, prompt, _ = out.stdout.partition("mininet> ")
-    row, bound = head.splitlines()[-2:]
+    row, bound, path = head.splitlines()[-3:]
     assert row.split()[:2] == ["switchml", "2"] and prompt
+    # every frame of the job through the P4 switch, none through the switch node's kernel bridge
+    assert re.fullmatch(r"switchml frames through the switch node: (\d+) frames in to the P4 switch \(soft\) "
+                        r"and (\d+) out; 0 through the kernel bridge s1-br", path), path
+    assert int(re.search(r"(\d+) frames in", path).group(1)) >= 2 * 16
     assert bound.startswith("%bound = link-rate bound / time; the bound counts switchml: 16 frames (one per chunk "
                             "of 256 elements) of 1075 B = 1024 B of values + 51 B of headers"), bound
     assert "1 packets transmitted, 1 received" in out.stderr, out.stderr     # Mininet prints node output there
