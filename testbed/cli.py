@@ -270,7 +270,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
     r.add_argument("--dtype", choices=("float32", "int32"), default="float32")
     r.add_argument("--density", type=number_in(0, 1, "a fraction", lo_open=True), default=1.0, help="fraction of non-zero blocks (OmniReduce)")
-    r.add_argument("--window", type=int_in(1, 32768, "slots per worker"), default=None, help="slots per worker (default 64; on BMv2 its 24 frames in flight over the workers)")
+    r.add_argument("--window", type=int_in(1, 32768, "slots per worker"), default=None, help="slots per worker (default: a sixteenth of the chunks, 64 to 256, OmniReduce 64; on BMv2 its 24 frames in flight over the workers)")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--fault", choices=("kill-worker", "restart-switch"), default=None)
     r.add_argument("--stall-timeout", type=seconds(), default=10.0, help="seconds without a result before a worker gives up")
