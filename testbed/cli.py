@@ -243,10 +243,12 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
     if args.network and not procs.is_id(args.network):
         raise TestbedError(f"--network {args.network!r} must look like {procs.PREFIX} and 4 hex digits "
                            f"(e.g. {procs.PREFIX}1a2b)")
-    removed = procs.cleanup(args.network)
-    for r in removed:
+    report = procs.cleanup(args.network)
+    for r in report.removed:
         print(f"removed {r}")
-    print(f"cleanup: {len(removed)} item(s) removed")
+    for k in report.kept:
+        print(f"left alone: {k}")
+    print(f"cleanup: {len(report.removed)} item(s) removed, {len(report.kept)} network(s) left alone")
     return 0
 
 

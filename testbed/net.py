@@ -19,14 +19,16 @@ raised when a first network starts) is skipped: the testbed changes no
 machine-wide setting.  Leaving the ``with`` block, normally, by an
 exception or by Ctrl-C, ends every process the network started by its own
 handle, then stops Mininet, then ends anything still carrying the
-network's mark; the work directory with the logs is removed too unless the
-block failed, so a failure's pointer to a log file stays valid.
+network's mark and this process as owner; the work directory with the
+logs is removed too unless the block failed, so a failure's pointer to a
+log file stays valid.  The work directory and every process record this
+process as the network's owner (:mod:`p4gen.testbed.procs`), so
+``p4gen testbed cleanup`` leaves the network alone while it lives.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from functools import partial
 from pathlib import Path
 
@@ -82,7 +84,7 @@ class Network:
         mtopo = self.topo_arg if isinstance(self.topo_arg, DataTopo) else DataTopo(self.topo_arg, link_opts)
         self.topo: Topology = mtopo.data
         self.mtopo = mtopo
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.id}-{self.topo.name}-", dir="/tmp"))
+        self.workdir = procs.make_workdir(self.id, self.topo.name)
         for name in mtopo.nodes():
             mtopo.nodeInfo(name)["net_id"] = self.id
         Mininet.inited = True            # skip Mininet.init()'s fixLimits (machine-wide sysctls)
@@ -123,7 +125,7 @@ class Network:
                 if self.mn is not None:
                     self.mn.stop()
             finally:
-                procs.end(sorted(procs.leftovers(self.id)))
+                procs.end_own(self.id)
                 if self.workdir is not None and not failed and not self.keep_logs:
                     shutil.rmtree(self.workdir, ignore_errors=True)
 

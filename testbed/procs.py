@@ -2,11 +2,15 @@
 
 Every process a testbed network starts (Mininet's node shells, switches,
 workers, baselines) carries the environment variable :data:`MARK` set to
-the network's id (``p4g`` + 4 hex digits).  :func:`leftovers` finds them
-by that mark and :func:`cleanup` ends exactly those: a crashed run is
-cleaned up without touching anyone else's Mininet, ping or mnexec (which
-``mn -c`` would kill).  Every node of a testbed network lives in its own
-network namespace, which the kernel removes with the node's last process,
+the network's id (``p4g`` + 4 hex digits) and :data:`OWNER` set to the
+process that built the network (its pid, its start time and its pid
+namespace); the network's work directory holds the same record in
+``owner``.  :func:`cleanup` ends only what belongs to a network whose
+owner is dead (no process with that pid and start time): a crashed run is
+cleaned up, a live one on the same machine is left alone and reported,
+and nobody else's Mininet, ping or mnexec is touched (which ``mn -c``
+would kill).  Every node of a testbed network lives in its own network
+namespace, which the kernel removes with the node's last process,
 interfaces included; nothing is created in the root namespace.
 
 Counters are read from ``/proc/<pid>/net/*`` of a process inside the node:
@@ -21,13 +25,16 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import PrivilegeError
 
 MARK = "P4GEN_TESTBED"
+OWNER = "P4GEN_TESTBED_OWNER"      # "<pid>:<start time in clock ticks since boot>:<pid namespace inode>"
+OWNER_FILE = "owner"               # the same record in the network's work directory
 PREFIX = "p4g"
 TOOLS = {"mnexec": "mininet", "ip": "iproute2", "tc": "iproute2", "ifconfig": "net-tools", "ethtool": "ethtool"}
 
@@ -62,11 +69,89 @@ def require() -> None:
 
 
 def marked_env(net_id: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment plus ``extra``, marked with ``net_id`` and with this process as owner."""
     env = dict(os.environ)
-    env[MARK] = net_id
     if extra:
         env.update(extra)
+    env[MARK] = net_id
+    env[OWNER] = owner_record()
     return env
+
+
+def make_workdir(net_id: str, name: str) -> Path:
+    """A fresh work directory ``/tmp/<net_id>-<name>-*`` holding this process's owner record."""
+    d = Path(tempfile.mkdtemp(prefix=f"{net_id}-{name}-", dir="/tmp"))
+    (d / OWNER_FILE).write_text(owner_record() + "\n")
+    return d
+
+
+# -- owners ----------------------------------------------------------------------------------------
+def _stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def _start_time(pid: int) -> int | None:
+    f = _stat(pid)
+    return int(f[19]) if f and len(f) > 19 and f[19].isdigit() else None    # field 22 of proc(5)
+
+
+def _pid_ns(pid: int | str = "self") -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid").partition("[")[2].rstrip("]")
+    except OSError:
+        return "?"
+
+
+def owner_record(pid: int | None = None) -> str:
+    """The owner record of process ``pid`` (default: this one): pid, start time, pid namespace."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid)}:{_pid_ns()}"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What an owner record says about the process that built a network."""
+
+    record: str | None
+
+    @property
+    def pid(self) -> int | None:
+        head = (self.record or "").split(":")[0]
+        return int(head) if head.isdigit() else None
+
+    def state(self) -> str:
+        """``running``, ``dead``, or why it cannot be told (``unrecorded``, ``foreign``)."""
+        parts = (self.record or "").split(":")
+        if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+            return "unrecorded"
+        if parts[2] != _pid_ns():
+            return "foreign"            # its pid means another process in this pid namespace
+        pid, start = int(parts[0]), int(parts[1])
+        f = _stat(pid)
+        if f is None or f[0] in "ZX" or _start_time(pid) != start:
+            return "dead"               # gone, or the pid now belongs to a later process
+        return "running"
+
+    def why_kept(self) -> str:
+        state = self.state()
+        if state == "running":
+            return f"its owner, pid {self.pid} ({_cmdline(self.pid)}), is running"
+        if state == "foreign":
+            return f"its owner, pid {self.pid}, ran in another pid namespace; end it from there"
+        return "no owner is recorded (a p4gen from before owners were recorded); end it by hand if it is yours"
+
+
+def _cmdline(pid: int | None) -> str:
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return "?"
+    text = " ".join(w.decode(errors="replace") for w in words if w)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass
@@ -195,35 +280,38 @@ def tcp_listening(pid: int, port: int) -> bool:
 
 
 # -- leftovers -------------------------------------------------------------------------------------
-def _mark_of(pid: int) -> str | None:
+def _env_of(pid: int) -> dict[bytes, bytes]:
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
-        return None
-    for item in env.split(b"\0"):
-        if item.startswith(MARK.encode() + b"="):
-            return item.split(b"=", 1)[1].decode(errors="replace")
-    return None
+        return {}
+    return dict(item.split(b"=", 1) for item in env.split(b"\0") if b"=" in item)
 
 
-def leftovers(net_id: str | None = None) -> dict[int, str]:
-    """pid -> network id of every live process that carries the testbed mark (of ``net_id`` only)."""
+def leftovers(net_id: str | None = None, owner: str | None = None) -> dict[int, str]:
+    """pid -> network id of every live process that carries the testbed mark (of ``net_id`` only, and
+    with the owner record ``owner`` only, if given)."""
+    return {pid: m for pid, (m, o) in _marked(net_id).items() if owner is None or o == owner}
+
+
+def _marked(net_id: str | None) -> dict[int, tuple[str, str | None]]:
+    """pid -> (network id, owner record or None) of every live marked process (of ``net_id`` only)."""
     me = os.getpid()
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        mark = _mark_of(int(entry))
-        if mark is not None and is_id(mark) and (net_id is None or mark == net_id) and _alive(int(entry)):
-            found[int(entry)] = mark
+        env = _env_of(int(entry))
+        mark = env.get(MARK.encode(), b"").decode(errors="replace")
+        if is_id(mark) and (net_id is None or mark == net_id) and _alive(int(entry)):
+            rec = env.get(OWNER.encode())
+            found[int(entry)] = (mark, None if rec is None else rec.decode(errors="replace"))
     return found
 
 
 def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0] != "Z"
-    except (OSError, IndexError):
-        return False
+    f = _stat(pid)
+    return f is not None and f[0] not in "ZX"
 
 
 def end(pids: list[int], grace: float = 2.0) -> None:
@@ -242,22 +330,51 @@ def end(pids: list[int], grace: float = 2.0) -> None:
             return
 
 
+def end_own(net_id: str) -> None:
+    """End what is still marked with ``net_id`` and owned by this process (a network's own teardown)."""
+    end(sorted(leftovers(net_id, owner=owner_record())))
+
+
 def workdirs() -> list[Path]:
-    """Work directories of testbed networks (``/tmp/p4g<id>-<topology>``)."""
+    """Work directories of testbed networks (``/tmp/p4g<id>-<topology>-*``)."""
     return sorted(p for p in Path("/tmp").glob(f"{PREFIX}*-*")
-                  if p.is_dir() and is_id(p.name.split("-", 1)[0]))
+                  if p.is_dir() and not p.is_symlink() and is_id(p.name.split("-", 1)[0]))
 
 
-def cleanup(net_id: str | None = None) -> list[str]:
-    """End every marked process (of ``net_id`` only, if given; their namespaces and interfaces go with
-    them) and remove the work directories; return what was removed."""
-    removed = []
-    left = leftovers(net_id)
-    end(sorted(left))
-    for pid, mark in sorted(left.items()):
-        removed.append(f"process {pid} ({mark})")
+def _dir_owner(d: Path) -> str | None:
+    try:
+        return (d / OWNER_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+@dataclass
+class CleanupReport:
+    removed: list[str] = field(default_factory=list)     # "process 1234 (p4g1a2b)", "dir /tmp/p4g1a2b-star3-x"
+    kept: list[str] = field(default_factory=list)        # one line per network left alone, saying why
+
+
+def cleanup(net_id: str | None = None) -> CleanupReport:
+    """End the marked processes (their namespaces and interfaces go with them) and remove the work
+    directories of every network (of ``net_id`` only, if given) whose owner is dead; leave the others
+    alone and say why."""
+    report = CleanupReport()
+    groups: dict[tuple[str, str | None], tuple[list[int], list[Path]]] = {}
+    for pid, (mark, rec) in sorted(_marked(net_id).items()):
+        groups.setdefault((mark, rec), ([], []))[0].append(pid)
     for d in workdirs():
         if net_id is None or d.name.startswith(f"{net_id}-"):
+            groups.setdefault((d.name.split("-", 1)[0], _dir_owner(d)), ([], []))[1].append(d)
+    for (mark, rec), (pids, dirs) in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        owner = Owner(rec)
+        if owner.state() != "dead":
+            what = [f"{len(pids)} process{'es' if len(pids) != 1 else ''}"] if pids else []
+            what += [str(d) for d in dirs]
+            report.kept.append(f"network {mark} ({', '.join(what)}): {owner.why_kept()}")
+            continue
+        end(pids)
+        report.removed += [f"process {pid} ({mark})" for pid in pids]
+        for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
-            removed.append(f"dir {d}")
-    return removed
+            report.removed.append(f"dir {d}")
+    return report

@@ -182,8 +182,13 @@ def test_teardown_after_a_crash_leaves_nothing(clean, plan_dir):
 
 
 def test_cleanup_ends_only_the_marked_leftovers(clean):
-    # what a killed harness leaves behind: a marked process holding its own network namespace
-    env = dict(os.environ, **{procs.MARK: "p4gffff"})
+    # what a killed harness leaves behind: marked processes holding their own network namespaces, owned
+    # by a p4gen process that is gone
+    gone = subprocess.Popen(["sleep", "30"])
+    owner = procs.owner_record(gone.pid)
+    gone.kill()
+    gone.wait()
+    env = dict(os.environ, **{procs.MARK: "p4gffff", procs.OWNER: owner})
     left = subprocess.Popen(["unshare", "--net", "sleep", "300"], env=env)
     other = subprocess.Popen(["unshare", "--net", "sleep", "300"], env=dict(env, **{procs.MARK: "p4geeee"}))
     try:
@@ -207,6 +212,53 @@ def test_up_gives_a_mininet_prompt_where_pingall_succeeds(clean):
     assert "mininet> " in out.stdout
     assert "*** Results: 0% dropped (6/6 received)" in out.stderr, out.stderr   # Mininet logs to stderr
     assert "  mininet> h3 " in out.stdout and "-m p4gen.testbed.agent" in out.stdout
+
+
+def _up_in_own_namespace(workers: int) -> subprocess.Popen:
+    """``p4gen testbed up`` in a network namespace of its own (the way two users share the machine)."""
+    argv = " ".join(P4GEN + ["testbed", "up", "--workers", str(workers), "--switch", "soft"])
+    return subprocess.Popen(["unshare", "--net", "sh", "-c", f"ip link set lo up && exec {argv}"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
+def _logs_line(up: subprocess.Popen) -> str:
+    for line in up.stdout:
+        if "; logs in /tmp/p4g" in line:
+            return line.strip()
+    pytest.fail(f"testbed up exited ({up.wait()}) before its network was up: {up.stderr.read()[-2000:]}")
+
+
+def test_cleanup_during_two_live_ups_in_two_namespaces_leaves_both_untouched(clean):
+    ups = [_up_in_own_namespace(3), _up_in_own_namespace(2)]
+    try:
+        lines = [_logs_line(u) for u in ups]                 # both networks are up at the same time
+        workdirs = [Path(line.rsplit("logs in ", 1)[1]) for line in lines]
+        ids = [d.name.split("-")[0] for d in workdirs]
+        assert ids[0] != ids[1]
+        for up, net_id, d in zip(ups, ids, workdirs):
+            out = subprocess.run(P4GEN + ["testbed", "cleanup", "--network", net_id], capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 0, out.stderr
+            left = out.stdout.splitlines()
+            assert left[-1] == "cleanup: 0 item(s) removed, 1 network(s) left alone", out.stdout
+            assert left[0].startswith(f"left alone: network {net_id} (") and f" processes, {d}): its owner, pid " \
+                f"{up.pid} ({sys.executable[:40]}" in left[0] and left[0].endswith("), is running"), left[0]
+            assert d.is_dir()
+        outs = [u.communicate("pingall\nexit\n", timeout=180) for u in ups]
+    finally:
+        for u in ups:
+            if u.poll() is None:             # the prompt ends at the end of its input
+                u.stdin.close()
+                try:
+                    u.wait(120)
+                except subprocess.TimeoutExpired:
+                    u.kill()
+                    u.wait()
+    assert [u.returncode for u in ups] == [0, 0], [e[-2000:] for _, e in outs]
+    assert "*** Results: 0% dropped (6/6 received)" in outs[0][1], outs[0][1]
+    assert "*** Results: 0% dropped (2/2 received)" in outs[1][1], outs[1][1]
+    assert not any(d.exists() for d in workdirs)             # each up removed its own work directory
 
 
 def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
