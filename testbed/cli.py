@@ -223,6 +223,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
         with _network(args, args.protocol) as net:
             spec = net.job_spec(slot_count=64)
             net.program(spec)
+            net.wait_forwarding()
             _apply_loss(net, args.loss)
             cmds = hand_start(net, spec, args.protocol)
             print(f"{net.topo.name}: {len(net.topo.hosts)} hosts, {net.agg.kind} {net.agg.name} running "

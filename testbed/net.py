@@ -29,11 +29,12 @@ process as the network's owner (:mod:`p4gen.testbed.procs`), so
 from __future__ import annotations
 
 import shutil
+import time
 from functools import partial
 from pathlib import Path
 
 from . import loss, procs
-from .errors import TestbedError
+from .errors import ReadinessError, TestbedError
 from .program import JobSpec, WorkerSpec, program
 from .topo import SWITCH_IP, SWITCH_MAC, Topology
 
@@ -141,6 +142,20 @@ class Network:
     def program(self, *specs: JobSpec) -> None:
         """Program the aggregating switch with the jobs ``specs`` (it is restarted with them)."""
         program(self.agg, *specs)
+
+    def wait_forwarding(self, timeout: float = 20.0) -> None:
+        """Wait until every host reaches the next one (a ring over the hosts) through the switches.
+
+        On a loaded machine a network that has just been built and programmed could lose its first
+        frames; a prompt offered after this check starts on a network seen to forward.
+        """
+        hosts = self.topo.hosts
+        deadline = time.monotonic() + timeout
+        for a, b in zip(hosts, hosts[1:] + hosts[:1]):
+            while " 1 received" not in self.mn[a.name].cmd(f"ping -c 1 -W 1 -q {b.ip}"):
+                if time.monotonic() > deadline:
+                    raise ReadinessError(f"{a.name} could not ping {b.name} ({b.ip}) through the switch in "
+                                         f"{timeout:g} s; see {self.agg.log}")
 
     def job_spec(self, hosts: list[str] | None = None, job: int = 0, mgid: int = 1, slot_base: int = 0,
                  slot_count: int = 64, udp_port_base: int = 50000) -> JobSpec:
