@@ -256,7 +256,7 @@ def bench_afpacket(quick: bool, rates: list[float], ios: list[str], bmv2_chunks:
             _summary(figures, batch_rate, matrix_rate)
             why = afp.bmv2_available()
             if why is not None:
-                print(f"BMv2: skipped ({why}; `source /opt/p4/env.sh` where the toolchain is installed)")
+                print(f"BMv2: skipped ({why}; put BMv2 on PATH, e.g. `. ../shared/p4toolchain/env.sh`)")
             else:
                 _bmv2(ns, tmp, res, plan, cfg, size, slots, bmv2_chunks, bmv2_windows, figures)
             loop_ns, _naive = calibrate()

@@ -36,6 +36,11 @@ import re
 import sys
 from pathlib import Path
 
+from p4gen.testbed.procs import missing_requirements
+
+if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
+    sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
+
 from p4gen.build import build
 from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.cli import parse_size

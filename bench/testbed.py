@@ -59,6 +59,11 @@ from pathlib import Path
 
 import time
 
+from p4gen.testbed.procs import missing_requirements
+
+if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
+    sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
+
 from p4gen.plan import Plan
 from p4gen.testbed import harness
 from p4gen.testbed.cli import header, parse_size, row

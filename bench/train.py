@@ -72,6 +72,13 @@ def main(argv=None) -> int:
     if os.geteuid() != 0:
         print("bench/train.py needs root (Mininet)", file=sys.stderr)
         return 2
+    from p4gen.extras import lacking
+    from p4gen.testbed.procs import missing_requirements
+
+    why = missing_requirements() or lacking("bench/train.py", "torch", "sklearn")
+    if why:
+        print(f"bench/train.py: {why}", file=sys.stderr)
+        return 2
     from p4gen.testbed.net import Network
     from p4gen.testbed.nodes import SoftSwitch
     from p4gen.testbed.plans import build_plan

@@ -95,7 +95,9 @@ def _check_common(args: argparse.Namespace) -> None:
 
 def _network(args: argparse.Namespace, protocol: str):
     """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay."""
-    from . import loss
+    from . import loss, procs
+
+    procs.require()                      # root, Mininet and the tools, before importing Mininet
     from .net import Network
     from .nodes import BMv2Switch, pick_switch
 
@@ -141,6 +143,12 @@ def run(args: argparse.Namespace, after=None):
                                "is not installed")
     elif args.density != 1.0:
         raise TestbedError(f"--density {args.density} applies to --protocol omnireduce only")
+    if args.protocol == "gloo":
+        from p4gen.extras import lacking
+
+        why = lacking("--protocol gloo", "torch")
+        if why:
+            raise TestbedError(why)
     proto = "switchml" if args.protocol == "gloo" else args.protocol
     dtype = "float32" if args.protocol == "gloo" else args.dtype
     results = []

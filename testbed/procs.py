@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from p4gen.extras import lacking
+
 from .errors import PrivilegeError
 
 MARK = "P4GEN_TESTBED"
@@ -51,10 +53,9 @@ def missing_requirements() -> str | None:
     """A one-line reason why a testbed network cannot be built here, or None."""
     if os.geteuid() != 0:
         return "the testbed needs root (Mininet creates network namespaces)"
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        return "the mininet Python module is not installed (pip install 'p4gen[testbed]')"
+    why = lacking("the testbed", "mininet")
+    if why:
+        return why
     gone = [t for t in TOOLS if shutil.which(t) is None]
     if gone:
         pkgs = sorted({TOOLS[t] for t in gone})

@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from p4gen.extras import lacking
+
 from .errors import JobError, TestbedError
 from .net import Network
 from .program import JobSpec
@@ -104,6 +106,9 @@ def _protocols(text: str) -> list[str]:
 
 
 def _cmd_train(args) -> int:
+    why = lacking("p4gen testbed train", "torch", "sklearn")
+    if why:
+        raise TestbedError(why)
     from p4gen.torch.parity import compare
     from p4gen.torch.train import digits
 
@@ -150,10 +155,11 @@ def _cmd_train(args) -> int:
 
 
 def _matplotlib():
-    try:
-        import matplotlib
-    except ImportError:
-        raise TestbedError("--png needs matplotlib (the bench extra: pip install 'p4gen[bench]')") from None
+    why = lacking("--png", "matplotlib")
+    if why:
+        raise TestbedError(why)
+    import matplotlib
+
     return matplotlib
 
 

@@ -141,5 +141,6 @@ def test_cleanup_of_one_network_leaves_another_dead_owners_leftovers(leftovers):
     dead = _dead_record()
     a, b = _leftover(mine, dead), _leftover(other, dead)
     leftovers += [a, b]
-    assert _cleanup(mine) == [f"removed process {a.pid} ({mine})", "cleanup: 1 item(s) removed, 0 network(s) left alone"]
+    assert _cleanup(mine) == [f"removed process {a.pid} ({mine})",
+                              "cleanup: 1 item(s) removed, 0 network(s) left alone"]
     assert a.wait(10) is not None and b.poll() is None

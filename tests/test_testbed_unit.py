@@ -226,7 +226,8 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
     monkeypatch.setattr(cli, "_network", lambda *a: pytest.fail("a network was built"))
     assert main(["testbed", "train", "--workers", "4", "--png", "x.png"]) != 0
     err = capsys.readouterr().err.strip()
-    assert err == "p4gen: error: --png needs matplotlib (the bench extra: pip install 'p4gen[bench]')", err
+    assert err == ("p4gen: error: --png needs matplotlib (the bench extra: pip install -e '.[bench]' in the p4gen "
+                   "checkout)"), err
 
 
 def test_emulators_gather_a_quarter_of_their_windows_time_on_the_link_at_most_20_ms():

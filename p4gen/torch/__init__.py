@@ -31,5 +31,10 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     if name in _EXPORTS:
+        from ..extras import lacking
+
+        why = lacking("p4gen.torch", "torch")
+        if why:
+            raise ImportError(why)
         return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

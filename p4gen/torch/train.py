@@ -204,6 +204,12 @@ def _digest(net) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse(sys.argv[1:] if argv is None else argv)
+    from ..extras import lacking
+
+    why = lacking("p4gen.torch.train", "torch", "sklearn")
+    if why:
+        print(f"p4gen.torch.train: rank {os.environ.get('RANK', '?')}: {why}", file=sys.stderr)
+        return 1
     try:
         rec = train(a)
     except Exception as exc:            # one line for the launcher; the traceback goes to stderr's log
