@@ -104,12 +104,12 @@ def register(subparsers) -> None:
 
     p = sub.add_parser("setup", help="set up a job from a TOML job file")
     _common(p)
-    p.add_argument("job_file", metavar="JOB.toml")
+    p.add_argument("job_file", metavar="JOB.toml", help="the job file (docs/controller.md; e.g. controller/examples/job1.toml)")
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("teardown", help="remove a job (by job file or job id)")
     _common(p)
-    p.add_argument("job", metavar="JOB.toml|JOB_ID")
+    p.add_argument("job", metavar="JOB.toml|JOB_ID", help="the job file the job was set up from, or its job id")
     p.set_defaults(func=_cmd_teardown)
 
     p = sub.add_parser("counters", help="print the stats counter: one line per stat")

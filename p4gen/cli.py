@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # What to build, declared once for argparse and for _plain_build_args: (flag, type or None, help).
 _BUILD_VALUES = (
     ("--spec", None, "TOML spec file (command-line values override it)"),
-    ("--protocol", None, "switchml (default)"),
+    ("--protocol", None, "switchml (default: dense) or omnireduce (block-sparse)"),
     ("--variant", None, "auto (default: hardened where it fits), hardened or reference"),
     ("--workers", int, "most workers per job (default 32)"),
     ("--slots", int, "aggregation slots per copy (default 512)"),
@@ -243,7 +243,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "given by --workers, --link-gbps, --rtt-us and --size)")
     from .layout.cli import add_workload_args
 
-    add_workload_args(b, required=False)
+    add_workload_args(b, required=False, needed=" (needed with --layout best)")
     b.set_defaults(func=_cmd_build)
 
     t = sub.add_parser("targets", help="list target profiles and their limits")
@@ -251,13 +251,17 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_targets)
 
     if command not in _CORE_COMMANDS:
-        for module in _SUBCOMMAND_MODULES:
+        # a command line that names one of them loads only its module (ctl's gRPC is no part of plan's
+        # start-up); any other (--help, a typo) loads them all, so argparse can list every choice
+        named = [_SUBCOMMAND_MODULES[command]] if command in _SUBCOMMAND_MODULES else _SUBCOMMAND_MODULES.values()
+        for module in named:
             __import__(module, fromlist=["register"]).register(sub)
     return parser
 
 
 # Subcommands that live with their own package: each module has register(subparsers).
-_SUBCOMMAND_MODULES: list[str] = ["p4gen.verify.cli", "p4gen.controller.cli", "p4gen.testbed.cli", "p4gen.layout.cli"]
+_SUBCOMMAND_MODULES: dict[str, str] = {"verify": "p4gen.verify.cli", "ctl": "p4gen.controller.cli",
+                                       "testbed": "p4gen.testbed.cli", "plan": "p4gen.layout.cli"}
 _CORE_COMMANDS = ("build", "targets")
 
 

@@ -262,12 +262,19 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
 
 
 def _network_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3)
+    p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3,
+                   help="hosts, one worker each, 2..64 (default 3)")
     p.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
-    p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0, help="random loss per link and direction (0..1)")
-    p.add_argument("--delay", default=None, help="link delay such as 5ms (needs netem)")
-    p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto")
-    p.add_argument("--topo", choices=("star", "two-level"), default="star")
+    p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0,
+                   help="random loss per link and direction, 0..1 (default 0)")
+    p.add_argument("--delay", default=None, help="link delay such as 5ms (default none; needs netem)")
+    p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto",
+                   help="soft (p4gen's software data plane), bmv2 (simple_switch_grpc running the compiled "
+                        "program) or auto (default: bmv2 when p4c-bm2-ss and simple_switch_grpc are on PATH, "
+                        "else soft)")
+    p.add_argument("--topo", choices=("star", "two-level"), default="star",
+                   help="star (default: every host on the switch) or two-level (racks of hosts under "
+                        "Linux-bridge leaves, the switch as their spine)")
     p.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
     p.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
 
@@ -276,22 +283,30 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("testbed", help="all-reduce on Mininet hosts through p4gen's switch")
     sub = p.add_subparsers(dest="testbed_cmd", required=True)
     r = sub.add_parser("run", help="run one all-reduce job and print a table row")
-    r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml")
+    r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml",
+                   help="switchml (default), omnireduce, or gloo (torch.distributed's ring on the same links, "
+                        "for comparison; needs the torch extra)")
     _network_options(r)
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
-    r.add_argument("--dtype", choices=("float32", "int32"), default="float32")
-    r.add_argument("--density", type=number_in(0, 1, "a fraction", lo_open=True), default=1.0, help="fraction of non-zero blocks (OmniReduce)")
+    r.add_argument("--dtype", choices=("float32", "int32"), default="float32",
+                   help="float32 (default: through the fixed-point codec) or int32 (exact integer sums)")
+    r.add_argument("--density", type=number_in(0, 1, "a fraction", lo_open=True), default=1.0,
+                   help="fraction of non-zero blocks, OmniReduce only (default 1)")
     r.add_argument("--window", type=int_in(1, 32768, "slots per worker"), default=None, help="slots per worker (default: a sixteenth of the chunks, 64 to 256, OmniReduce 64; on BMv2 its 24 frames in flight over the workers)")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--fault", choices=("kill-worker", "restart-switch"), default=None)
-    r.add_argument("--stall-timeout", type=seconds(), default=10.0, help="seconds without a result before a worker gives up")
-    r.add_argument("--timeout", type=seconds(), default=600.0, help="seconds for the whole job")
-    r.add_argument("--repeat", type=int_in(1, 10000, "runs"), default=1)
+    r.add_argument("--seed", type=int, default=0, help="seed of the workers' random tensors (default 0)")
+    r.add_argument("--fault", choices=("kill-worker", "restart-switch"), default=None,
+                   help="mid-job: kill the last worker, or restart the switch (default: no fault)")
+    r.add_argument("--stall-timeout", type=seconds(), default=10.0,
+                   help="seconds without a result before a worker gives up (default 10)")
+    r.add_argument("--timeout", type=seconds(), default=600.0, help="seconds for the whole job (default 600)")
+    r.add_argument("--repeat", type=int_in(1, 10000, "runs"), default=1,
+                   help="runs of the job on the same network, one row each (default 1)")
     r.add_argument("--json", metavar="PATH", help="write the results as JSON")
     r.add_argument("--cli", action="store_true", help="after the job, leave the network at a mininet> prompt")
     r.set_defaults(func=_cmd_run)
     u = sub.add_parser("up", help="build the network, program the switch and leave you at mininet>")
-    u.add_argument("--protocol", choices=("switchml", "omnireduce"), default="switchml")
+    u.add_argument("--protocol", choices=("switchml", "omnireduce"), default="switchml",
+                   help="the job the switch is programmed with: switchml (default) or omnireduce")
     _network_options(u)
     u.set_defaults(func=_cmd_up)
     c = sub.add_parser("cleanup", help="end the processes (and so the namespaces) a crashed testbed run left, "

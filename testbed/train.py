@@ -21,9 +21,12 @@ from pathlib import Path
 from p4gen.extras import lacking
 
 from .errors import JobError, TestbedError
-from .net import Network
-from .program import JobSpec
 from .topo import SWITCH_IP, SWITCH_MAC
+
+TYPE_CHECKING = False                 # the types only: `p4gen --help` does not import Mininet or numpy
+if TYPE_CHECKING:
+    from .net import Network
+    from .program import JobSpec
 
 PROTOCOLS = ("switchml", "omnireduce", "gloo")
 
@@ -191,13 +194,15 @@ def register(sub) -> None:
 
     t = sub.add_parser("train", help="train on the digits with torchrun on every host, gradients through the "
                                      "switch or Gloo; compare with Gloo")
-    t.add_argument("--protocol", default="switchml", help="switchml, omnireduce, gloo, or several: gloo,switchml")
+    t.add_argument("--protocol", default="switchml",
+                   help="switchml (default), omnireduce, gloo, or several, one run each: gloo,switchml")
     _network_options(t)
-    t.add_argument("--model", choices=("mlp", "embbag"), default="mlp")
-    t.add_argument("--epochs", type=int, default=1)
+    t.add_argument("--model", choices=("mlp", "embbag"), default="mlp",
+                   help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
+    t.add_argument("--epochs", type=int, default=1, help="epochs of the digits per run (default 1)")
     t.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--timeout", type=float, default=1800.0, help="seconds for each training run")
+    t.add_argument("--seed", type=int, default=0, help="seed of the data split and the model (default 0)")
+    t.add_argument("--timeout", type=float, default=1800.0, help="seconds for each training run (default 1800)")
     t.add_argument("--json", metavar="PATH", help="write the run records (and the parity verdicts) as JSON")
     t.add_argument("--png", metavar="PATH", help="plot the loss and accuracy curves (needs matplotlib)")
     t.set_defaults(func=_cmd_train)

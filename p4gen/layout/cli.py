@@ -31,11 +31,13 @@ def parse_size(text: str) -> int:
     return n
 
 
-def add_workload_args(p: argparse.ArgumentParser, required: bool) -> None:
-    p.add_argument("--link-gbps", type=float, required=required, help="each worker's link rate, Gb/s")
+def add_workload_args(p: argparse.ArgumentParser, required: bool, needed: str = "") -> None:
+    """The workload options; ``needed`` is appended to the help of the three a search needs."""
+    p.add_argument("--link-gbps", type=float, required=required, help=f"each worker's link rate, Gb/s{needed}")
     p.add_argument("--rtt-us", type=float, required=required,
-                   help="round trip between a worker and the switch for a small frame, microseconds")
-    p.add_argument("--size", required=required, help="tensor size: elements, or float32 bytes such as 256MiB")
+                   help=f"round trip between a worker and the switch for a small frame, microseconds{needed}")
+    p.add_argument("--size", required=required,
+                   help=f"tensor size: elements, or float32 bytes such as 256MiB{needed}")
     p.add_argument("--density", type=float, default=1.0, help="OmniReduce: fraction of non-zero blocks (default 1)")
     p.add_argument("--framing-bytes", type=int, default=None,
                    help="bytes on the wire per frame beyond it (default 24: Ethernet preamble, FCS and gap)")
@@ -61,7 +63,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, help="workers of the job (required unless --jobs)")
     p.add_argument("--protocol", default="switchml", help="switchml (default) or omnireduce")
     p.add_argument("--variant", default="hardened", help="hardened (default) or reference")
-    add_workload_args(p, required=False)
+    add_workload_args(p, required=False, needed=" (required unless --jobs)")
     p.add_argument("--jobs", metavar="FILE", help="several jobs on one switch (TOML); see docs/layout.md")
     p.add_argument("--out", help="layout file to write (default p4gen-out/<target>-layout.json; with --jobs a directory)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -76,14 +78,19 @@ def _profile(args: argparse.Namespace):
     return load_target_file(args.target_file) if args.target_file else load_target(args.target)
 
 
-def workload_from_args(args: argparse.Namespace, workers: int | None):
-    from .cost import ETHERNET_FRAMING_BYTES, Workload
-
+def check_workload_given(args: argparse.Namespace, workers: int | None) -> None:
+    """The options a search needs are given (checked before anything is loaded)."""
     missing = [f"--{n.replace('_', '-')}" for n in ("link_gbps", "rtt_us", "size") if getattr(args, n) is None]
     if workers is None:
         missing.insert(0, "--workers")
     if missing:
         raise SpecError(f"{' '.join(missing)} {'is' if len(missing) == 1 else 'are'} needed to plan a layout")
+
+
+def workload_from_args(args: argparse.Namespace, workers: int | None):
+    from .cost import ETHERNET_FRAMING_BYTES, Workload
+
+    check_workload_given(args, workers)
     framing = ETHERNET_FRAMING_BYTES if args.framing_bytes is None else args.framing_bytes
     return Workload(workers, args.link_gbps, args.rtt_us, parse_size(args.size), args.density, framing,
                     ports_per_pipe=args.ports_per_pipe)
@@ -108,6 +115,8 @@ def run_search(args: argparse.Namespace, profile, workers: int | None, certify: 
 
 def handler(args: argparse.Namespace) -> int:
     try:
+        if not args.jobs:
+            check_workload_given(args, args.workers)
         profile = _profile(args)
         if args.jobs:
             from .jobs_cli import plan_jobs_cli

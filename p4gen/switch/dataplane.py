@@ -296,11 +296,14 @@ def _build_model(plan_dir: str, config: str | None) -> SwitchModel:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m p4gen.switch.dataplane",
                                  description="Software data plane: the Plan's switch model on raw sockets.")
-    ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file)")
-    ap.add_argument("--port", action="append", default=[], metavar="N=IFNAME", help="switch port N is IFNAME")
-    ap.add_argument("--config", help="control-plane JSON (tables, groups)")
-    ap.add_argument("--stats", help="write counters as JSON here")
-    ap.add_argument("--stats-interval", type=float, default=1.0)
+    ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file); required")
+    ap.add_argument("--port", action="append", default=[], metavar="N=IFNAME",
+                    help="switch port N is IFNAME; once per port (default: none)")
+    ap.add_argument("--config", help="control-plane JSON (tables, groups; docs/switch.md), read again on SIGHUP "
+                                     "(default: none; the tables stay empty unless --p4runtime fills them)")
+    ap.add_argument("--stats", help="write counters as JSON here (default: not written)")
+    ap.add_argument("--stats-interval", type=float, default=1.0,
+                    help="seconds between two writes of --stats (default 1)")
     ap.add_argument("--p4runtime", metavar="HOST:PORT",
                     help="serve P4Runtime for this switch on HOST:PORT (the control plane then comes from it)")
     ap.add_argument("--ring-mb", type=int, default=RING_MB,
@@ -369,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, on_hup)
     if dp.io_note:
         print(f"p4gen.switch.dataplane: {dp.io_note}", file=sys.stderr, flush=True)
+    if args.config is None and server is None:
+        print("p4gen.switch.dataplane: no --config and no --p4runtime: the tables are empty and every frame is "
+              "dropped", file=sys.stderr, flush=True)
     print(f"p4gen.switch.dataplane: forwarding on {', '.join(f'{p}={i}' for p, i in sorted(ports.items()))}",
           file=sys.stderr, flush=True)
     try:

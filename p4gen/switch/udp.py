@@ -163,11 +163,16 @@ class UdpSwitch:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m p4gen.switch.udp",
                                  description="Software switch on a UDP socket (no root, no interfaces).")
-    ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file)")
-    ap.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT")
-    ap.add_argument("--config", help="control-plane JSON (tables, groups)")
-    ap.add_argument("--p4runtime", metavar="HOST:PORT", help="serve P4Runtime on HOST:PORT for the control plane")
+    ap.add_argument("--plan", required=True, help="build directory holding plan.json (or the file); required")
+    ap.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT",
+                    help=f"the UDP address workers send to (default 127.0.0.1:{DEFAULT_PORT})")
+    ap.add_argument("--config", help="control-plane JSON (tables, groups; docs/switch.md); this or --p4runtime")
+    ap.add_argument("--p4runtime", metavar="HOST:PORT",
+                    help="serve P4Runtime on HOST:PORT for the control plane (p4gen ctl); this or --config")
     args = ap.parse_args(argv)
+    if not args.config and not args.p4runtime:
+        ap.error("give --config CFG.json or --p4runtime HOST:PORT: without either the switch has no workers "
+                 "table and drops every datagram")
     lock = threading.RLock()
     server = None
     try:

@@ -102,20 +102,23 @@ def evaluate(model, kind, x, y) -> tuple[float, float]:
 
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m p4gen.torch.train", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--protocol", choices=PROTOCOLS, required=True)
-    ap.add_argument("--model", choices=MODELS, default="mlp")
+    ap.add_argument("--protocol", choices=PROTOCOLS, required=True,
+                    help="switchml or omnireduce (through the switch), or gloo (torch.distributed's own); required")
+    ap.add_argument("--model", choices=MODELS, default="mlp",
+                    help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
     ap.add_argument("--plan", help="the switch program's build directory (not for gloo)")
     ap.add_argument("--job", help="the job file the switch was set up with (not for gloo)")
     ap.add_argument("--switch", help="the switch's IPv4 address[:UDP port] (not for gloo)")
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--batch", type=int, default=16, help="samples per worker per step")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs of the digits (default 2)")
+    ap.add_argument("--batch", type=int, default=16, help="samples per worker per step (default 16)")
     ap.add_argument("--lr", type=float, help="default: 0.1 for mlp, 0.2 for embbag")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="seed of the data split and the model (default 0)")
     ap.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands (switch only)")
     ap.add_argument("--bucket-mb", type=float, help="DDP's bucket size in MiB (default DDP's 25; smaller "
                                                     "gives several buckets a step)")
-    ap.add_argument("--stall-timeout", type=float, default=10.0)
-    ap.add_argument("--out", help="write the run record (rank 0) here")
+    ap.add_argument("--stall-timeout", type=float, default=10.0,
+                    help="seconds without a result from the switch before a bucket fails (default 10)")
+    ap.add_argument("--out", help="write the run record (rank 0) here (default: not written)")
     a = ap.parse_args(argv)
     if a.protocol != "gloo" and not (a.plan and a.job and a.switch):
         ap.error(f"--protocol {a.protocol} needs --plan, --job and --switch")
