@@ -1,8 +1,16 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_collection_modifyitems(items):
+    """A test that needs a network namespace of veth pairs (the ``netns`` fixture, root) is slow."""
+    for item in items:
+        if "netns" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)

@@ -88,6 +88,7 @@ def test_every_case_has_a_unique_name():
     assert len(names) == len(set(names)) and len(CASES) >= 60
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_bad_input_is_one_line_and_writes_nothing(case, tmp_path, build_dir, capfd):
     rc = run_case(case, tmp_path, build_dir)
@@ -145,6 +146,7 @@ def _bounded(fn, *args):
         signal.signal(signal.SIGALRM, old)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(SPEC_KEYS))
 def test_random_spec_documents_raise_only_p4gen_errors(doc):
@@ -165,6 +167,7 @@ def test_random_spec_documents_raise_only_p4gen_errors(doc):
     _bounded(run)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(TARGET_KEYS))
 def test_random_target_documents_raise_only_p4gen_errors(doc, tmp_path_factory):
@@ -196,6 +199,7 @@ _worker = st.dictionaries(st.sampled_from(WORKER_KEYS), _value | st.integers(0, 
                           | st.sampled_from(["02:00:00:00:00:01", "10.0.0.1", "02:00:00:00:00:01\n"]), max_size=6)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(JOB_KEYS), workers=st.lists(_worker, max_size=4))
 def test_random_job_documents_raise_only_job_file_errors(doc, workers, build_dir):

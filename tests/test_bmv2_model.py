@@ -31,6 +31,7 @@ from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 
 _missing = missing_tools()
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(bool(_missing), reason=f"{', '.join(_missing)} not on PATH (BMv2 differential test)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and AF_PACKET sockets"),
 ]

@@ -36,6 +36,7 @@ from test_dt_paths import PLANS, unreachable
 
 _missing = missing_tools()
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(bool(_missing), reason=f"{', '.join(_missing)} not on PATH (BMv2 path differential)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and AF_PACKET sockets"),
 ]

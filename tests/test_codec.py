@@ -39,6 +39,7 @@ def test_exponent_examples():
     assert codec.limit(3, 16) == 32767 // 3
 
 
+@pytest.mark.slow
 @given(n=st.integers(1, MAX_WORKERS), width=st.sampled_from([16, 32]), data=st.data())
 def test_sum_never_overflows_and_meets_the_bound(n, width, data):
     size = data.draw(st.integers(1, 16))

@@ -226,6 +226,7 @@ def test_targets_lists_limits(capsys):
 
 # -- real compilers, where installed -------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
 @pytest.mark.parametrize("stem", [s for t, s, _ in regen.CASES if t == "bmv2"])
 def test_bmv2_goldens_compile_without_warnings(stem, tmp_path):
@@ -251,6 +252,7 @@ def _tna_include() -> str | None:
     return inc if inc and (Path(inc) / "tna.p4").is_file() else None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("p4test") is None or _tna_include() is None,
                     reason="p4test or tna.p4 (P4GEN_TNA_INCLUDE) is not available")
 @pytest.mark.parametrize("target,stem", [(t, s) for t, s, _ in regen.CASES if t != "bmv2"])
@@ -314,6 +316,7 @@ def test_spec_file_errors(tmp_path, capsys):
     assert capsys.readouterr().err == "p4gen: error: slots='many' must be an integer in 1..16777216\n"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
 def test_build_compile_caches_the_compiler_output(tmp_path):
     assert main(["build", "--target", "bmv2", "--slots", "64", "--compile", "--out", str(tmp_path / "a")]) == 0

@@ -24,6 +24,7 @@ from p4gen.controller import Controller, ControllerError, SwitchUnreachableError
 EXAMPLES = Path(__file__).resolve().parent.parent / "controller" / "examples"
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(shutil.which("simple_switch_grpc") is None, reason="simple_switch_grpc is not on PATH"),
     pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None,
                        reason="p4c-bm2-ss is not on PATH (needed to compile the BMv2 JSON pushed as device config)"),

@@ -8,6 +8,7 @@ for the switch, 50001-50004 for the workers); the test skips when one is taken.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import socket
@@ -16,8 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-pytest.importorskip("torch", reason="torch is not installed (the torch extra)")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,6 +37,7 @@ def _taken(kind: int, port: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed (the torch extra)")
 def test_the_loopback_training_recipe_runs_as_written(tmp_path):
     busy = [p for k, p in [(socket.SOCK_STREAM, 9559), (socket.SOCK_DGRAM, 48864)] +
             [(socket.SOCK_DGRAM, 50001 + i) for i in range(4)] if _taken(k, p)]

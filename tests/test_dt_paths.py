@@ -55,6 +55,7 @@ def unreachable(plan, found: G.Exploration, name: str) -> dict[G.Entry, str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(PLANS))
 def test_sequences_drive_every_reachable_entry(name):
     plan = plan_of(name)
@@ -86,6 +87,7 @@ def test_sequences_drive_every_reachable_entry(name):
     print(G.coverage_line(f"{name} (model)", hit, entries, list(un)))
 
 
+@pytest.mark.slow
 def test_more_chunks_reach_no_other_entry():
     """The search's finite system is large enough: a fourth tsi value adds no entry (nor do 4 workers, 18 s)."""
     plan = plan_of("hardened")

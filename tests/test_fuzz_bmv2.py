@@ -43,6 +43,7 @@ from p4gen.switch.model import SwitchModel, WorkerAddr
 
 _missing = missing_tools()
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.skipif(bool(_missing), reason=f"{', '.join(_missing)} not on PATH (BMv2 fuzz and spoof tests)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces and AF_PACKET sockets"),
 ]

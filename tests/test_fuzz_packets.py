@@ -69,6 +69,7 @@ def _registers(m: SwitchModel) -> dict:
     return {r: m.register_read(r).tolist() for r in m.register_names()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @given(seq=F.sequence_strategy(list(F.KINDS)), cuts=st.lists(st.integers(32, 160), min_size=1, max_size=4))
 # found by this test: an OmniReduce batch whose value adds were all cut off by a later reset made
@@ -121,6 +122,7 @@ def _matrix_runs(m: SwitchModel, frames, cuts) -> dict[int, list[bytes]]:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @given(kind=st.sampled_from(list(F.KINDS)), seed=st.integers(0, 2 ** 32 - 1))
 def test_each_hostile_frame_is_counted_under_its_counter(variant, kind, seed):
@@ -186,6 +188,7 @@ def junk_beside_a_job(variant: str, n: int, chunks: int, window: int, seed: int,
         np.testing.assert_array_equal(w.result_wire() if hasattr(w, "result_wire") else w._out, net.expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["hardened", "reference"])
 @given(shape=F.JOB_SHAPE, data=st.data())
 def test_real_job_sums_stay_exact_beside_hostile_frames(variant, shape, data):

@@ -115,6 +115,7 @@ def _brute_stages(profile, regs, deps) -> int | None:
     return best
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant,values,slots", [("hardened", 1, 4), ("hardened", 3, 8), ("hardened", 3, 20),
                                                   ("reference", 2, 30), ("reference", 4, 8), ("hardened", 2, 60)])
 def test_inner_placement_is_the_brute_force_minimum(variant, values, slots):
@@ -164,6 +165,7 @@ def test_search_optimum_equals_brute_force(rtt):
 
 
 # -- every layout plan returns builds, fits and verifies ----------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("target,gbps", [("tofino", 100.0), ("tofino2", 400.0), ("bmv2", 1.0)])
 def test_returned_layouts_build_fit_and_verify(target, gbps):
     from p4gen.verify.runner import run

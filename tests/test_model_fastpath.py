@@ -100,6 +100,7 @@ PKT = st.tuples(st.integers(0, 39), st.integers(0, 3), st.integers(0, 1), st.int
                 st.integers(0, 2 ** 32 - 1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANS))
 @settings(max_examples=60)
 @given(stream=st.lists(PKT, max_size=60), n=st.integers(2, 40))
@@ -269,6 +270,7 @@ def test_custom_decision_table_is_validated():
     assert SwitchModel(plan, decision=decision.decision_table("reference")).decision["variant"] == "reference"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANS))
 @settings(max_examples=60)
 @given(stream=st.lists(st.tuples(PKT, st.booleans()), max_size=80), n=st.integers(2, 40),

@@ -75,6 +75,7 @@ PKT = st.tuples(st.integers(0, 39), st.integers(0, 3), st.integers(0, 1), st.int
                 st.integers(0, 2 ** 32 - 1), st.integers(0, 9))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANS))
 @settings(max_examples=60)
 @given(stream=st.lists(PKT, max_size=120), n=st.integers(2, 40), cuts=st.lists(st.integers(0, 120), max_size=4),

@@ -179,6 +179,7 @@ def _stream_frames(L, stream, n):
     return frames
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4))
 def test_fast_equals_reference(stream, n):
@@ -193,6 +194,7 @@ def test_fast_equals_reference(stream, n):
         assert np.array_equal(fast.register_read(r), ref.register_read(r)), r
 
 
+@pytest.mark.slow
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4), cuts=st.lists(st.integers(0, 60), max_size=4))
 def test_batches_equal_one_by_one(stream, n, cuts):

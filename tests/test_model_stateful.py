@@ -22,8 +22,10 @@ CI = settings(settings.default, stateful_step_count=40,
 
 # The suites that must hold.
 TestReferenceFifo = machine("reference", fifo=True).TestCase
+TestReferenceFifo = pytest.mark.slow(TestReferenceFifo)
 TestReferenceFifo.settings = CI
 TestHardenedAnyOrder = machine("hardened", fifo=False).TestCase
+TestHardenedAnyOrder = pytest.mark.slow(TestHardenedAnyOrder)
 TestHardenedAnyOrder.settings = CI
 
 
@@ -73,6 +75,7 @@ def test_hardened_survives_the_late_duplicate():
     assert net.model.stats["drop_stale"] + net.model.stats["unicast"] + net.model.stats["drop_duplicate"] >= 1
 
 
+@pytest.mark.slow
 def test_hypothesis_finds_the_reference_reordering_failure():
     """Hypothesis itself finds a counterexample for the reference variant on a reordering network."""
     with pytest.raises((ResultMismatch, AssertionError, Flaky)):

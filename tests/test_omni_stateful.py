@@ -194,6 +194,7 @@ CI = settings(settings.default, stateful_step_count=40,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 TestOmniAnyOrder = omni_machine(fifo=False).TestCase
+TestOmniAnyOrder = pytest.mark.slow(TestOmniAnyOrder)
 TestOmniAnyOrder.settings = CI
 
 
@@ -218,6 +219,7 @@ MUTANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MUTANTS))
 def test_mutant_decision_table_is_caught(name):
     with pytest.raises((ResultMismatch, AssertionError, OmniProtocolError, Flaky)):

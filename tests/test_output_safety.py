@@ -208,6 +208,7 @@ def test_read_only_parent_and_read_only_output(tmp_path):
     assert snapshot(ro) == whole and user_part(out) == before
 
 
+@pytest.mark.slow
 def test_two_builds_racing_into_one_directory(tmp_path):
     d = tmp_path / "D"
     assert p4gen_build("--slots", "16", "--out", str(d)) == 0
@@ -348,6 +349,7 @@ def test_profile_names_cannot_leave_the_output_root(tmp_path, capsys, name):
     assert snapshot(tmp_path) == before
 
 
+@pytest.mark.slow
 def test_concurrent_builds_in_threads_keep_user_files(tmp_path):
     """16 builds of a warm cache released at once into one directory that holds user files, 5 times."""
     d = tmp_path / "D"

@@ -207,6 +207,7 @@ def test_out_of_range_indices_unknown_ids_and_wide_values_are_invalid(pushed):
     assert model.read("l2_forward") == []
 
 
+@pytest.mark.slow
 def test_error_details_list_only_failed_updates_and_stay_small(pushed):
     model, server, conn, b = pushed
     e = PlanEntities(b.plan)
@@ -237,6 +238,7 @@ def _state(model):
     return model.dump_config(), {r: model.register_read(r).tolist() for r in model.register_names()}
 
 
+@pytest.mark.slow
 def test_a_1000_update_batch_that_fails_at_the_end_leaves_the_switch_unchanged(pushed):
     model, server, conn, b = pushed
     e = PlanEntities(b.plan)
@@ -290,6 +292,7 @@ def test_a_batch_whose_answer_is_lost_is_rolled_back(pushed):
     assert _state(model) == before
 
 
+@pytest.mark.slow
 def test_a_100_worker_job_that_overflows_l2_forward_is_rolled_back_then_fits(builds):
     """Beside 1,000 other entries the job's 100 l2_forward inserts overflow the table (1,024): about 75
     updates of a 401-update batch fail.  Their error list once passed the client's metadata limit, so the

@@ -18,7 +18,7 @@ from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
 
 _why = procs.missing_requirements() or BMv2Switch.missing()
-pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 SIZE = 16384          # elements: BMv2 forwards a few thousand frames per second
 

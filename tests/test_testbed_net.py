@@ -34,7 +34,7 @@ if os.environ.get("P4GEN_TESTBED_DATAPLANE"):
     SoftSwitch.module = os.environ["P4GEN_TESTBED_DATAPLANE"]
 
 _why = procs.missing_requirements() or SoftSwitch.missing()
-pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 SIZE = 65536          # elements: 256 packets per worker
 P4GEN = [sys.executable, "-m", "p4gen.cli"]

@@ -17,7 +17,7 @@ from p4gen.testbed.topo import star
 from p4gen.wire import Layout
 
 _why = procs.missing_requirements() or SoftSwitch.missing()
-pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 SIZE = 65536          # elements: 512 blocks of 128 (the bmv2 build's block, see its packet headroom)
 

@@ -15,13 +15,13 @@ import sys
 import pytest
 
 from leakcheck import leaks, snapshot
+from p4gen.extras import lacking
 from p4gen.testbed import procs
 from p4gen.testbed.nodes import SoftSwitch
 
-pytest.importorskip("torch", reason="torch is not installed (the torch extra)")
-pytest.importorskip("sklearn", reason="scikit-learn is not installed (the torch extra)")
-_why = procs.missing_requirements() or SoftSwitch.missing()
-pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+# torch and scikit-learn are looked up, not imported: collecting this file stays cheap
+_why = procs.missing_requirements() or SoftSwitch.missing() or lacking("training", "torch", "sklearn")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
 
 
 def test_switchml_and_omnireduce_training_matches_gloo(tmp_path):

@@ -126,6 +126,7 @@ def test_jobs_must_be_positive(tmp_path, capsys):
     assert "--jobs 0 must be at least 1" in _one_error(capsys)
 
 
+@pytest.mark.slow
 def test_verify_writes_json_and_is_silent_on_a_pipe(tmp_path, capsys):
     args = _args(str(_write(tmp_path, max_workers=3)), "--jobs", "1")
     assert args.func(args) == 0
@@ -169,6 +170,7 @@ def test_result_lines_do_not_land_on_the_progress_line(tmp_path, monkeypatch):
     assert term.getvalue().startswith("\r\x1b[Kverify 1/2  fixed point\r\x1b[Kfixedpoint/no_overflow  proved\n")
 
 
+@pytest.mark.slow
 def test_not_covered_when_a_proof_covers_fewer_n(tmp_path, monkeypatch):
     from p4gen.verify import fixedpoint, runner
 

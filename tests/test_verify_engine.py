@@ -91,6 +91,7 @@ def test_word_split_lemma_catches_a_cross_word_op(monkeypatch):
         cardinality.prove_word_split.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [2, 3])
 def test_card_facts_hold_for_the_real_set_size(n):
     """Every size fact holds when CARD is the real size of {u < n : S[u]}, for every set and store."""

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from p4gen.cli import main
 
 
+@pytest.mark.slow
 def test_verify_on_an_omnireduce_build_runs_the_omnireduce_model(tmp_path, capsys):
     out = tmp_path / "b"
     assert main(["build", "--protocol", "omnireduce", "--target", "bmv2", "--slots", "16", "--out", str(out)]) == 0

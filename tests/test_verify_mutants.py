@@ -50,6 +50,7 @@ def test_catalogue():
         decision.validate(mutant_model(m).table)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mutant", CATALOGUE, ids=[m.name for m in CATALOGUE])
 def test_mutant_refuted(mutant):
     cex = bmc(mutant_model(mutant), mutant.n, 12)
@@ -74,6 +75,7 @@ def test_mutant_refuted(mutant):
         assert nums and result != str(min(nums))
 
 
+@pytest.mark.slow
 def test_a_deep_trace():
     # without the far-ahead frames the stale-drop mutant needs 9 events: an old packet taken as current
     m = next(x for x in CATALOGUE if x.name == "hardened_no_stale_drop")
@@ -90,6 +92,7 @@ def test_far_ahead_frame_trace():
     assert "violates far_tsi_ignored" in "\n".join(cex.format())
 
 
+@pytest.mark.slow
 def test_a_mutant_is_not_proved():
     # the induction is not vacuous: a broken table breaks it
     from p4gen.verify.engine import Prover

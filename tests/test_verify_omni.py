@@ -17,6 +17,7 @@ def test_every_target_builds_the_same_omnireduce_table():
     assert _plan("tofino").decision == _plan("bmv2").decision == _plan("tofino2").decision
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", ["bmv2"])
 def test_real_plans_verify(target, monkeypatch):
     # one mutant is enough here, test_verify_mutants refutes them all

@@ -25,6 +25,7 @@ def _prove(model, lo, hi):
     return [p.check(u) for u in p.units()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["reference", "hardened", "omnireduce"])
 def test_one_proof_covers_every_n_up_to_256(variant):
     # n symbolic in 2..256: one bitmap word or eight, the same queries
@@ -33,6 +34,7 @@ def test_one_proof_covers_every_n_up_to_256(variant):
     assert not bad and len(res) > 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["reference", "hardened"])
 def test_every_event_has_a_path_the_invariant_admits(variant):
     # not vacuous: for every event some (event, path) hypothesis is satisfiable
@@ -50,6 +52,7 @@ def test_every_event_has_a_path_the_invariant_admits(variant):
         assert any(sat), ev.text()
 
 
+@pytest.mark.slow
 def test_real_plans_verify_through_the_runner():
     lines = []
     rep = runner.run(_plan("tofino", "hardened"), workers=[2, 3], jobs=1, out=lines.append)
@@ -60,6 +63,7 @@ def test_real_plans_verify_through_the_runner():
     assert "lemma/bitmap_word_split" in text and "note: --workers narrowed the proof to n=2..3" in text
 
 
+@pytest.mark.slow
 def test_runner_in_a_pool_of_two(capsys):
     lines = []
     rep = runner.run(_plan("bmv2", "reference", max_workers=40), jobs=2, out=lines.append)
@@ -68,6 +72,7 @@ def test_runner_in_a_pool_of_two(capsys):
     assert "n=2..40 in one proof, 2 job(s)" in lines[0]
 
 
+@pytest.mark.slow
 def test_reference_without_fifo_has_late_duplicate_counterexample():
     m = SwitchML(decision.decision_table("reference"), fifo=False)
     cex = bmc(m, 2, 8, ["retransmission_harmless"])
@@ -79,6 +84,7 @@ def test_reference_without_fifo_has_late_duplicate_counterexample():
     assert moved and moved[0].copy != last.copy
 
 
+@pytest.mark.slow
 def test_runner_no_fifo_prints_counterexample_and_not_proved():
     lines = []
     rep = runner.run(_plan("bmv2", "reference"), fifo=False, workers=[2], jobs=1, out=lines.append)
@@ -92,6 +98,7 @@ def test_runner_no_fifo_prints_counterexample_and_not_proved():
                       and "see the counterexample to" in l.detail for l in np)
 
 
+@pytest.mark.slow
 def test_not_proved_says_how_far_the_search_went(monkeypatch):
     # the late duplicate needs 5 events: a search of 4 finds nothing, and the report says so
     monkeypatch.setattr(runner, "BMC_DEPTH", 3)
@@ -110,6 +117,7 @@ def _edited(plan, edit):
     return plan.with_decision(table)
 
 
+@pytest.mark.slow
 def test_edited_tables_answer_quickly_with_a_trace():
     """Slips that used to get no answer: mid-round write (needs 3 workers) and add/write swapped."""
     def mid_write(t):
