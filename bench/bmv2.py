@@ -116,7 +116,7 @@ def main() -> int:
         print(r.stdout, r.stderr, file=sys.stderr)
         return 1
     plan = Plan.load(out / "plan.json")
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     slot_bits = int(plan.data["params"]["slot_bits"])
 
     tag = secrets.token_hex(3)

@@ -80,7 +80,7 @@ def addrs(n):
 
 
 def frames_for(plan, n, chunks, slots):
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     ws = addrs(n)
     vals = np.arange(L.elements)
     out = []
@@ -211,7 +211,7 @@ def bench_afpacket(quick: bool, rates: list[float], ios: list[str], bmv2_chunks:
     tmp = Path(tempfile.mkdtemp(prefix="p4gbench-"))
     try:
         with afp.Netns(2) as ns:
-            size = W.Layout(plan).frame_len
+            size = W.FrameLayout(plan).frame_len
             loop_ns, _naive = calibrate()
             print(f"AF_PACKET; {load()}; reference (same run): bare Python loop {loop_ns:.0f} ns/iteration")
             out = ns.ex(sys.executable, "-c", afp.RAW_SEND, "w0", "s0", str(n), str(size))

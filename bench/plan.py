@@ -43,7 +43,7 @@ if __name__ == "__main__" and missing_requirements():       # one line, before M
 
 from p4gen.build import build
 from p4gen.layout.cost import Geometry, Workload, predict
-from p4gen.layout.cli import parse_size
+from p4gen.layout.workload_args import parse_size
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 from p4gen.testbed import harness

@@ -75,7 +75,7 @@ def run_jobs(args) -> int:
     from p4gen.host.worker import Worker
     from p4gen.plan import Plan
 
-    L = W.Layout(Plan.load(args.plan))
+    L = W.FrameLayout(Plan.load(args.plan))
     rng = random.Random(args.seed)
     nrng = np.random.default_rng(args.seed)
     socks = []
@@ -147,7 +147,7 @@ def run_fuzz(args) -> int:
     from p4gen.switch.model import WorkerAddr
 
     spec = json.loads(args.fuzz_spec)
-    t = F.Target(W.Layout(Plan.load(args.plan)), 1, [WorkerAddr(*w) for w in spec["workers"]], spec["slot_count"],
+    t = F.Target(W.FrameLayout(Plan.load(args.plan)), 1, [WorkerAddr(*w) for w in spec["workers"]], spec["slot_count"],
                  2, [WorkerAddr(*w) for w in spec["others"]])
     socks = {}
     for i in range(args.workers):

@@ -72,7 +72,7 @@ from p4gen.testbed.net import Network
 from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
 from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 from testbed_runs import RUN_HEAD, SWEEP_SIZES, SWEEP_WORKERS, before_after, child_main, name, run_line
 from testbed_runs import sweep as sweep_sizes
 
@@ -263,7 +263,7 @@ def sweep(a) -> tuple[list[dict], list]:
                 om = harness.run_switchml(net, size=size, density=d, protocol="omnireduce")
             print(row(om), flush=True)
             rows += [sml, om]
-            k = Layout(Plan.load(oplan)).elements
+            k = FrameLayout(Plan.load(oplan)).elements
             blocks = -(-size // k)
             streams = min(64, blocks)
             o = {"workers": n, "density": d, "union": om.union_density, "switchml_s": sml.time, "omni_s": om.time,

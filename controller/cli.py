@@ -11,11 +11,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cliargs import OneLineParser, address, int_in, seconds
-from ..errors import P4genError
+from p4gen.cliargs import OneLineParser, address, int_in, seconds
+from p4gen.errors import P4genError
 from .client import DEFAULT_TIMEOUT, connect
-from .jobfile import load_job
-from .jobs import Controller
+from p4gen.jobfile import load_job
+from .job_control import Controller
 from .pipeline import load_build
 
 

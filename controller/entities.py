@@ -12,8 +12,8 @@ from typing import Iterable, Mapping
 
 from p4.v1 import p4runtime_pb2
 
-from ..plan import Plan
-from . import codec
+from p4gen.p4runtime import codec
+from p4gen.plan import Plan
 
 Update = p4runtime_pb2.Update
 

@@ -12,10 +12,12 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2
 
-from ..errors import P4genError
+from p4gen.errors import P4genError
+from p4gen.jobfile import JobFileError
+from p4gen.p4runtime.status import INDEX_SPACE, STATUS_DETAILS_KEY
 
-STATUS_DETAILS_KEY = "grpc-status-details-bin"
-INDEX_SPACE = "p4gen.update_index"     # p4.v1.Error.space whose ``code`` is the failed update's index
+__all__ = ["ArbitrationError", "ControllerError", "JobConflictError", "JobFileError", "PipelineError", "SwitchError",
+           "SwitchUnreachableError", "WriteError", "code_name", "translate_rpc_error", "write_failures"]
 
 
 class ControllerError(P4genError):
@@ -36,10 +38,6 @@ class PipelineError(ControllerError):
 
 class SwitchError(ControllerError):
     """Any other RPC failure."""
-
-
-class JobFileError(ControllerError):
-    """A job file is unreadable or invalid for the plan."""
 
 
 class JobConflictError(ControllerError):

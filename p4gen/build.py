@@ -33,7 +33,7 @@ from .output import MARKER, OUTPUTS, OWN_NAMES, PROGRAM, check as check_output, 
 
 TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
 if TYPE_CHECKING:
-    from .layout.shape import PassShape
+    from .pass_shape import PassShape
     from .plan import Plan
     from .spec import Spec
     from .target import TargetProfile

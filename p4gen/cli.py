@@ -241,7 +241,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     b.add_argument("--layout", metavar="best|FILE",
                    help="build the layout `p4gen plan` chose: a layout file, or best (searched now for the workload "
                         "given by --workers, --link-gbps, --rtt-us and --size)")
-    from .layout.cli import add_workload_args
+    from .layout.workload_args import add_workload_args
 
     add_workload_args(b, required=False, needed=" (needed with --layout best)")
     b.set_defaults(func=_cmd_build)

@@ -1,9 +1,10 @@
 """Fit a Spec to a target and lay it out: Spec + TargetProfile -> Plan.
 
-The planner is an ordered list of passes (``PIPELINE``); each takes the
-build state and adds to it, and the first failure stops the build with one
-line that names the requested value, the limit, the target and the largest
-value that fits.
+:func:`make_plan` runs :func:`fit` (variant, element count, passes, PHV,
+registers and their stages, SRAM) and then derives the P4 program's
+structure (tables, actions, counters and their P4Runtime IDs); the first
+failure stops the build with one line that names the requested value, the
+limit, the target and the largest value that fits.
 
 Stage model (targets with MAU stages).  Stage 0 looks the worker up (job,
 slot range, bitmap word); each later group depends on the one before it:
@@ -25,7 +26,7 @@ from typing import Any
 
 from . import __version__, decision, ops
 from .errors import InfeasibleError
-from .layout.shape import PassShape
+from .pass_shape import PassShape
 from .plan import SCHEMA, Plan
 from .spec import Spec
 from .stages import place, shape_problem
@@ -71,8 +72,9 @@ METADATA: list[tuple[str, int]] = [
 
 
 @dataclass
-class Layout:
-    """One candidate layout: the outcome of fitting (elements, slots, variant)."""
+class Fit:
+    """One fit of a spec to a target: the outcome of fitting (elements, slots, variant), with the failure
+    that stopped it, if any."""
 
     variant: str
     elements: int
@@ -193,8 +195,8 @@ def layout_registers(spec: Spec, variant: str, slots: int, per_pass: int, lanes:
 
 
 def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
-                  shape: PassShape | None = None) -> Layout:
-    lay = Layout(variant=variant, elements=elements, slots=slots)
+                  shape: PassShape | None = None) -> Fit:
+    lay = Fit(variant=variant, elements=elements, slots=slots)
     lanes = profile.lanes_per_register
     w = spec.value_width
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
@@ -355,7 +357,7 @@ def _default_elements(profile: TargetProfile, spec: Spec, variant: str) -> int:
     return _largest_elements(profile, spec, variant, 1, one_pass=True, power_of_two=True)
 
 
-def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout, shape: PassShape | None = None) -> InfeasibleError:
+def _infeasible(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape | None = None) -> InfeasibleError:
     limit, why = lay.failure
     variant = lay.variant
     if limit == "layout":
@@ -374,7 +376,7 @@ def _infeasible(profile: TargetProfile, spec: Spec, lay: Layout, shape: PassShap
     return InfeasibleError(f"{why}; {tail}")
 
 
-def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Layout:
+def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Fit:
     """Choose the variant and element count and lay the spec out, or raise.
 
     ``shape`` fixes the passes, their PHV mode, the pipes and the stage placement (a layout
@@ -385,7 +387,7 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> L
         variants = ["hardened"]
     else:
         variants = ["hardened", "reference"] if spec.variant == "auto" else [spec.variant]
-    first_failure: Layout | None = None
+    first_failure: Fit | None = None
     for variant in variants:
         elements = spec.elements_per_packet
         if elements is None:
@@ -456,7 +458,7 @@ def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list
     return tables, actions, counters, p4regs
 
 
-def _resources(profile: TargetProfile, lay: Layout) -> dict[str, Any]:
+def _resources(profile: TargetProfile, lay: Fit) -> dict[str, Any]:
     res: dict[str, Any] = {
         "stages_used": len(lay.stages),
         "stages_limit": profile.stages,
@@ -473,7 +475,7 @@ def _resources(profile: TargetProfile, lay: Layout) -> dict[str, Any]:
     return res
 
 
-def _alternative(profile: TargetProfile, spec: Spec, lay: Layout, shape: PassShape | None = None) -> dict[str, Any]:
+def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape | None = None) -> dict[str, Any]:
     if spec.protocol == "omnireduce":
         return {"variant": "reference", "fits": False, "why": "omnireduce is built hardened only"}
     other = "reference" if lay.variant == "hardened" else "hardened"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layout.shape import PassShape
+from .pass_shape import PassShape
 from .target import TargetProfile
 
 

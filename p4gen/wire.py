@@ -6,7 +6,7 @@ byte order, most significant bit first; the ``data`` header repeats
 ``value_width`` bits.  Headers marked ``internal`` (the recirculation pass
 header) never appear on the wire and are skipped here.
 
-:class:`Layout` turns that list into byte offsets, a compiled
+:class:`FrameLayout` turns that list into byte offsets, a compiled
 :class:`struct.Struct` for the fixed headers (the fast path of the model
 and the data plane) and a big-endian numpy dtype for the payload.  Frames
 that are truncated or malformed raise :class:`MalformedPacket`; frames that
@@ -93,7 +93,7 @@ def _plan_data(plan: Any) -> dict[str, Any]:
     return plan.data if hasattr(plan, "data") else plan
 
 
-class Layout:
+class FrameLayout:
     """Byte layout of aggregation frames, computed from a plan's headers."""
 
     def __init__(self, plan: Any):

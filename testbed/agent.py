@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 from p4gen.host.packet import datagram_prefix, endpoint
 from p4gen.netio.heap import retain_freed_memory
 from p4gen.netio.mmsg import DatagramBatches
@@ -52,7 +52,7 @@ def _emit(**event) -> None:
     sys.stdout.flush()
 
 
-def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
+def make_worker(cfg: dict, layout: FrameLayout, tensor: np.ndarray):
     src = endpoint(cfg["mac"], cfg["ip"], cfg["udp_port"])
     dst = endpoint(cfg["switch_mac"], cfg["switch_ip"], cfg["switch_port"])
     common = dict(job=cfg["job"], window=cfg["window"], n_workers=cfg["n"], src=src, dst=dst,
@@ -68,7 +68,7 @@ def make_worker(cfg: dict, layout: Layout, tensor: np.ndarray):
 def run(cfg: dict, wait_go=None) -> dict:
     """Run one worker to completion; return the ``done`` record.  Raises JobError on a stall."""
     plan = Plan.load(cfg["plan"])
-    layout = Layout(plan)
+    layout = FrameLayout(plan)
     tensor = make_tensor(cfg["rank"], cfg["size"], cfg["dtype"], cfg["seed"], cfg.get("density", 1.0),
                          layout.elements)
     w = make_worker(cfg, layout, tensor)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import signal
-import tempfile
 from pathlib import Path
 
 from ..cliargs import int_in, number_in, seconds
 from .errors import TestbedError
+from .network_options import (add_network_options, check_network_options, network_from_options,
+                              unwind_on_sigterm)
 
 # (RunResult key, format, column heading)
 COLUMNS = [("protocol", "{:<10}", "protocol"), ("workers", "{:>2}", "n"), ("topo", "{:<13}", "topo"),
@@ -68,49 +68,6 @@ def parse_size(text: str) -> int:
     return n
 
 
-def _plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False) -> Path:
-    from .plans import build_plan
-
-    return build_plan(protocol, workers, cache, compile_p4)
-
-
-def _topology(kind: str, workers: int, mbit: float):
-    from .topo import star, two_level_for
-
-    if kind == "star":
-        return star(workers, mbit)
-    if kind == "two-level":
-        return two_level_for(workers, mbit)
-    raise TestbedError(f"--topo {kind!r} must be star or two-level")
-
-
-def _check_common(args: argparse.Namespace) -> None:
-    if args.workers < 2:
-        raise TestbedError(f"--workers {args.workers} must be at least 2")
-    if not 0 <= args.loss < 1:
-        raise TestbedError(f"--loss {args.loss} must be in [0, 1)")
-    if args.bw <= 0:
-        raise TestbedError(f"--bw {args.bw} must be positive (Mbit/s)")
-
-
-def _network(args: argparse.Namespace, protocol: str):
-    """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay."""
-    from . import loss, procs
-
-    procs.require()                      # root, Mininet and the tools, before importing Mininet
-    from .net import Network
-    from .nodes import BMv2Switch, pick_switch
-
-    switch = pick_switch(args.switch)
-    why = switch.missing()
-    if why:
-        raise TestbedError(f"--switch {args.switch}: {why}")
-    loss.check_delay(args.delay)
-    topo = _topology(args.topo, args.workers, args.bw)
-    plan = _plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch)
-    return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
-
-
 def _apply_loss(net, p: float) -> None:
     if p:
         print(net.set_loss(p), flush=True)
@@ -131,7 +88,7 @@ def run(args: argparse.Namespace, after=None):
     """Build the network, run the job(s), return the RunResults; ``after(net)`` runs before teardown."""
     from . import harness
 
-    _check_common(args)
+    check_network_options(args)
     if not 0 < args.density <= 1:
         raise TestbedError(f"--density {args.density} must be in (0, 1]")
     size = parse_size(args.size)
@@ -152,7 +109,7 @@ def run(args: argparse.Namespace, after=None):
     proto = "switchml" if args.protocol == "gloo" else args.protocol
     dtype = "float32" if args.protocol == "gloo" else args.dtype
     results = []
-    with _network(args, proto) as net:
+    with network_from_options(args, proto) as net:
         _apply_loss(net, args.loss)
         for _ in range(args.repeat):
             if args.protocol == "gloo":
@@ -182,25 +139,13 @@ def _print_results(results, path: str | None) -> None:
         Path(path).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
 
 
-def _unwind_on_sigterm(fn):
-    """Run ``fn()`` with SIGTERM unwinding like Ctrl-C, so the network's teardown runs either way."""
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, on_term)
-    try:
-        return fn()
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     def after(net, results):
         if args.cli:                     # the table first, then the prompt on the same network
             _print_results(results, args.json)
             _mininet_cli(net)
 
-    results = _unwind_on_sigterm(lambda: run(args, after))
+    results = unwind_on_sigterm(lambda: run(args, after))
     if not args.cli:
         _print_results(results, args.json)
     return 0 if all(r.correct for r in results) else 1
@@ -225,10 +170,10 @@ def hand_start(net, spec, protocol: str, size: int = 65536) -> list[str]:
 
 
 def _cmd_up(args: argparse.Namespace) -> int:
-    _check_common(args)
+    check_network_options(args)
 
     def session():
-        with _network(args, args.protocol) as net:
+        with network_from_options(args, args.protocol) as net:
             spec = net.job_spec(slot_count=64)
             net.program(spec)
             net.wait_forwarding()
@@ -242,7 +187,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
             print(f"  mininet> {cmds[-1]}")
             _mininet_cli(net)
 
-    _unwind_on_sigterm(session)
+    unwind_on_sigterm(session)
     return 0
 
 
@@ -261,24 +206,6 @@ def _cmd_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
-def _network_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3,
-                   help="hosts, one worker each, 2..64 (default 3)")
-    p.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
-    p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0,
-                   help="random loss per link and direction, 0..1 (default 0)")
-    p.add_argument("--delay", default=None, help="link delay such as 5ms (default none; needs netem)")
-    p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto",
-                   help="soft (p4gen's software data plane), bmv2 (simple_switch_grpc running the compiled "
-                        "program) or auto (default: bmv2 when p4c-bm2-ss and simple_switch_grpc are on PATH, "
-                        "else soft)")
-    p.add_argument("--topo", choices=("star", "two-level"), default="star",
-                   help="star (default: every host on the switch) or two-level (racks of hosts under "
-                        "Linux-bridge leaves, the switch as their spine)")
-    p.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
-    p.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
-
-
 def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("testbed", help="all-reduce on Mininet hosts through p4gen's switch")
     sub = p.add_subparsers(dest="testbed_cmd", required=True)
@@ -286,7 +213,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml",
                    help="switchml (default), omnireduce, or gloo (torch.distributed's ring on the same links, "
                         "for comparison; needs the torch extra)")
-    _network_options(r)
+    add_network_options(r)
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
     r.add_argument("--dtype", choices=("float32", "int32"), default="float32",
                    help="float32 (default: through the fixed-point codec) or int32 (exact integer sums)")
@@ -307,7 +234,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     u = sub.add_parser("up", help="build the network, program the switch and leave you at mininet>")
     u.add_argument("--protocol", choices=("switchml", "omnireduce"), default="switchml",
                    help="the job the switch is programmed with: switchml (default) or omnireduce")
-    _network_options(u)
+    add_network_options(u)
     u.set_defaults(func=_cmd_up)
     c = sub.add_parser("cleanup", help="end the processes (and so the namespaces) a crashed testbed run left, "
                                        "and remove its work directories")

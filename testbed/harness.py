@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 
 from . import bounds, procs, tensors
 from .errors import JobError, TestbedError
@@ -164,7 +164,7 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "
                   rto: float | None = None, stall_timeout: float = 10.0, progress=(), hold: bool = False,
                   wait_go: bool = True) -> dict:
     """The config of worker ``rank`` of job ``spec`` on ``host`` (see :mod:`p4gen.testbed.agent`)."""
-    layout = Layout(net.agg.plan)
+    layout = FrameLayout(net.agg.plan)
     w = spec.workers[rank]
     if window is None or rto is None:
         win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
@@ -230,7 +230,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         raise TestbedError(f"fault={fault!r} must be one of {', '.join(FAULTS)}")
     topo = net.topo
     plan = net.agg.plan
-    layout = Layout(plan)
+    layout = FrameLayout(plan)
     mbit = min(ln.mbit for ln in topo.links)
     win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
                        _chunks(protocol, size, layout))

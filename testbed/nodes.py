@@ -256,9 +256,9 @@ class SoftSwitch(P4Switch):
         rates = [r for r in rates if r]
         if not rates:
             return 0.0
-        from p4gen.wire import Layout
+        from p4gen.wire import FrameLayout
 
-        frame_bits = Layout(self.plan).frame_len * 8
+        frame_bits = FrameLayout(self.plan).frame_len * 8
         return min(self.round_max, self.round_frames * frame_bits / (min(rates) * 1e6))
 
     def argv(self) -> list[str]:

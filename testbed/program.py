@@ -96,8 +96,8 @@ def json_config(plan: Plan, *specs: JobSpec) -> dict[str, Any]:
 def program_p4runtime(build_dir: str | Path, specs: list[JobSpec], addr: str) -> str:
     """Push the pipeline and set the jobs up over P4Runtime at ``addr``; return a summary line."""
     from p4gen.controller.client import connect
-    from p4gen.controller.jobfile import Job, Worker
-    from p4gen.controller.jobs import Controller
+    from p4gen.jobfile import Job, Worker
+    from p4gen.controller.job_control import Controller
     from p4gen.controller.pipeline import load_build
 
     build = load_build(build_dir)

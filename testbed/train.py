@@ -21,6 +21,8 @@ from pathlib import Path
 from p4gen.extras import lacking
 
 from .errors import JobError, TestbedError
+from .network_options import (add_network_options, check_network_options, network_from_options,
+                              unwind_on_sigterm)
 from .topo import SWITCH_IP, SWITCH_MAC
 
 TYPE_CHECKING = False                 # the types only: `p4gen --help` does not import Mininet or numpy
@@ -32,7 +34,7 @@ PROTOCOLS = ("switchml", "omnireduce", "gloo")
 
 
 def job_toml(spec: JobSpec) -> str:
-    """The controller job file (``p4gen.controller.jobfile``) of ``spec``."""
+    """The controller job file (``p4gen.jobfile``) of ``spec``."""
     lines = [f"job = {spec.job}", f"mgid = {spec.mgid}", f"slot_base = {spec.slot_base}",
              f"slot_count = {spec.slot_count}", f'switch_mac = "{SWITCH_MAC}"', ""]
     for w in spec.workers:
@@ -115,9 +117,7 @@ def _cmd_train(args) -> int:
     from p4gen.torch.parity import compare
     from p4gen.torch.train import digits
 
-    from .cli import _check_common, _network, _unwind_on_sigterm
-
-    _check_common(args)
+    check_network_options(args)
     protocols = _protocols(args.protocol)
     if args.epochs < 1:
         raise TestbedError(f"--epochs {args.epochs} must be at least 1")
@@ -127,7 +127,7 @@ def _cmd_train(args) -> int:
 
     def runs():
         for proto in protocols:
-            with _network(args, "switchml" if proto == "gloo" else proto) as net:
+            with network_from_options(args, "switchml" if proto == "gloo" else proto) as net:
                 if args.loss:
                     print(net.set_loss(args.loss), flush=True)
                 rec = run_train(net, protocol=proto, model=args.model, epochs=args.epochs,
@@ -141,7 +141,7 @@ def _cmd_train(args) -> int:
                   f"step {1e3 * sum(rec['step_time']) / steps:.1f} ms  final loss {rec['epoch_loss'][-1]:.4f}  "
                   f"test accuracy {rec['test_acc'][-1]:.4f}"
                   + (f"  block density {dens:.3f}" if dens is not None else ""), flush=True)
-    _unwind_on_sigterm(runs)
+    unwind_on_sigterm(runs)
     ok = True
     if "gloo" in records:
         test_samples = len(digits(args.seed)[3])
@@ -190,13 +190,11 @@ def plot(records: dict[str, dict], path: str) -> None:
 
 def register(sub) -> None:
     """``p4gen testbed train``: on the subparsers of ``p4gen testbed``."""
-    from .cli import _network_options
-
     t = sub.add_parser("train", help="train on the digits with torchrun on every host, gradients through the "
                                      "switch or Gloo; compare with Gloo")
     t.add_argument("--protocol", default="switchml",
                    help="switchml (default), omnireduce, gloo, or several, one run each: gloo,switchml")
-    _network_options(t)
+    add_network_options(t)
     t.add_argument("--model", choices=("mlp", "embbag"), default="mlp",
                    help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
     t.add_argument("--epochs", type=int, default=1, help="epochs of the digits per run (default 1)")

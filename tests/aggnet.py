@@ -43,7 +43,7 @@ class Net:
     def __init__(self, plan, n: int, chunks: int, window: int, seed: int, fifo: bool, decision=None,
                  slot_base: int = 0):
         self.plan = plan
-        self.layout = W.Layout(plan)
+        self.layout = W.FrameLayout(plan)
         self.fifo = fifo
         self.model = SwitchModel(plan, decision=decision)
         self.addrs = [WorkerAddr(10 + i, 0x020000000100 + i, 0x0A000001 + i, 40000 + i) for i in range(n)]

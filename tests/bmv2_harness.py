@@ -256,7 +256,7 @@ def read_counter(sw: Bmv2, names: list[str]) -> dict[str, tuple[int, int]]:
     return {names[int(i)]: (int(p), int(b)) for i, b, p in found}
 
 
-def is_agg(frame: bytes, layout: W.Layout) -> bool:
+def is_agg(frame: bytes, layout: W.FrameLayout) -> bool:
     """IPv4 UDP to or from the aggregation port range (everything else on the wire is noise)."""
     if len(frame) < 14 + 20 + 4 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
         return False
@@ -268,7 +268,7 @@ def is_agg(frame: bytes, layout: W.Layout) -> bool:
     return lo <= sport <= hi or lo <= dport <= hi
 
 
-def collect(socks: dict[int, socket.socket], layout: W.Layout, l2_ok: set[bytes]) -> list[tuple[int, bytes]]:
+def collect(socks: dict[int, socket.socket], layout: W.FrameLayout, l2_ok: set[bytes]) -> list[tuple[int, bytes]]:
     got = []
     fds = {s.fileno(): k for k, s in socks.items()}
     deadline = time.monotonic() + FIRST_WAIT

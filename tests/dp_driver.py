@@ -31,7 +31,7 @@ def tensor(i, mode, size=300):
 def main(argv):
     plan = Plan.load(argv[1])
     mode = argv[2]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     specs = [a.split(",") for a in argv[3:]]
     n = len(specs)
     socks, workers = [], []

@@ -46,7 +46,7 @@ SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 @dataclass
 class Target:
     """What the generator needs to know of the switch it attacks."""
-    layout: W.Layout
+    layout: W.FrameLayout
     job: int
     workers: list[WorkerAddr]                 # the job's registered workers
     slot_count: int

@@ -7,10 +7,10 @@ import socket
 from pathlib import Path
 
 from p4gen.build import build
-from p4gen.controller.jobfile import job_rid, load_job
+from p4gen.jobfile import job_rid, load_job
 from p4gen.plan import Plan
 from p4gen.spec import make_spec
-from p4gen.switch.jobs import WorkerAddr, job_config
+from p4gen.switch.job_config import WorkerAddr, job_config
 from p4gen.switch.model import SwitchModel
 from p4gen.switch.udp import UdpSwitch
 from p4gen.target import load_target

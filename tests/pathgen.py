@@ -87,7 +87,7 @@ class Frames:
     """Contribution frames of a plan's job ``JOB`` for the workers of :func:`workers`."""
 
     def __init__(self, plan: Plan, addrs: list[WorkerAddr], seed: int = 7):
-        self.layout = W.Layout(plan)
+        self.layout = W.FrameLayout(plan)
         self.addrs = addrs
         self.slot_bits = int(plan.params["slot_bits"])
         self.rng = np.random.default_rng(seed)

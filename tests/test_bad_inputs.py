@@ -204,7 +204,7 @@ _worker = st.dictionaries(st.sampled_from(WORKER_KEYS), _value | st.integers(0, 
 @given(doc=_doc(JOB_KEYS), workers=st.lists(_worker, max_size=4))
 def test_random_job_documents_raise_only_job_file_errors(doc, workers, build_dir):
     from p4gen.controller.errors import JobFileError
-    from p4gen.controller.jobfile import parse_job
+    from p4gen.jobfile import parse_job
 
     plan = _plan(build_dir)
     if workers:

@@ -19,7 +19,7 @@ from p4gen.plan import Plan
 from p4gen.switch.model import SwitchModel
 from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
 from p4gen.testbed.tensors import check_switchml, expected
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 
 N = 3
 
@@ -48,7 +48,7 @@ def _workers(cls, L, xs, mode, window, rtt=False):
 
 def _drive(plan, cls, xs, mode, window, seed, rtt=False):
     """Run the job with bursts from a seeded schedule; (results, every frame each worker sent, stats)."""
-    L = Layout(plan)
+    L = FrameLayout(plan)
     m = SwitchModel(plan)
     m.load_config(json_config(plan, _spec()))
     ws = _workers(cls, L, xs, mode, window, rtt)
@@ -106,7 +106,7 @@ def _other_job(L, frame):
 
 @pytest.mark.parametrize("mode,window,seed", [("float", 8, 1), ("float", 4, 2), ("int", 8, 3), ("float", 1, 4)])
 def test_bursts_give_the_same_bytes_stats_and_results(plan, mode, window, seed):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     dtype = "float32" if mode == "float" else "int32"
     total, xs = expected(N, 5000, dtype, 7, 1.0, L.elements)
     ra, sa, ta = _drive(plan, Worker, xs, mode, window, seed)
@@ -121,7 +121,7 @@ def test_bursts_give_the_same_bytes_stats_and_results(plan, mode, window, seed):
 
 
 def test_with_an_rtt_estimator_the_timeouts_follow_each_sample_in_order(plan):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     total, xs = expected(N, 3000, "float32", 9, 1.0, L.elements)
     _ra, sa, ta = _drive(plan, Worker, xs, "float", 8, 5, rtt=True)
     _rb, sb, tb = _drive(plan, BatchWorker, xs, "float", 8, 5, rtt=True)
@@ -129,7 +129,7 @@ def test_with_an_rtt_estimator_the_timeouts_follow_each_sample_in_order(plan):
 
 
 def test_short_and_malformed_rows_are_counted_and_change_nothing(plan):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     _total, xs = expected(N, 3000, "float32", 1, 1.0, L.elements)
     w = _workers(BatchWorker, L, xs, "float", 4)[0]
     first = w.start(0.0)

@@ -46,7 +46,7 @@ SLOT_COUNT = 8
 # -- scripted frames ----------------------------------------------------------------------
 def scenario(plan: Plan, addrs: list[WorkerAddr]) -> list[tuple[str, int, bytes]]:
     """(label, ingress port, frame) in sending order."""
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     omni = L.omni
     rng = np.random.default_rng(7)
     width = L.value_width
@@ -126,7 +126,7 @@ def test_bmv2_matches_model(variant, tmp_path):
     program = out / "program.json"
     assert program.exists(), f"no {program}; see {out / 'compile.log'}"
     plan = Plan.load(out / "plan.json")
-    layout = W.Layout(plan)
+    layout = W.FrameLayout(plan)
 
     addrs = [WorkerAddr(k, 0x020000000100 + k, 0x0A000000 + k, 40000 + k) for k in (1, 2, 3)]
     cfg = job_config(plan, JOB, addrs, slot_base=SLOT_BASE, slot_count=SLOT_COUNT, mgid=MGID, rid_base=RID_BASE)

@@ -71,7 +71,7 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
             "--workers", "4", *flags, "--compile", "--no-cache", "--out", str(out), check=False)
     assert r.returncode == 0, f"p4gen build failed: {r.stdout}\n{r.stderr}"
     plan = Plan.load(out / "plan.json")
-    layout = W.Layout(plan)
+    layout = W.FrameLayout(plan)
     found = G.explore(plan, n=N)
     entries = G.const_entries(plan)
     un = unreachable(plan, found, name)

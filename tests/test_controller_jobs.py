@@ -19,7 +19,7 @@ from p4gen.host import packet as P
 from p4gen.build import build
 from p4gen.controller import Controller, connect, load_build, load_job
 from p4gen.controller.cli import main as ctl_main
-from p4gen.controller.jobfile import job_rid
+from p4gen.jobfile import job_rid
 from p4gen.switch.model import SwitchModel
 from p4gen.switch.p4rt_server import P4RuntimeServer
 from p4gen.spec import make_spec

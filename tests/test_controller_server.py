@@ -17,7 +17,7 @@ from p4.v1 import p4runtime_pb2
 
 from p4gen.build import build
 from p4gen.controller import Controller, ControllerError, WriteError, connect, load_build
-from p4gen.controller import codec
+from p4gen.p4runtime import codec
 from p4gen.controller.entities import PlanEntities, update
 from p4gen.switch.model import SwitchModel
 from p4gen.switch.p4rt_server import P4RuntimeServer

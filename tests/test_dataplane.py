@@ -218,7 +218,7 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path, io):
     chunks, runts = 1500, 3
     plan = make_plan(make_spec(slots=2048, elements_per_packet=64), load_target("bmv2"))
     (tmp_path / "plan.json").write_text(plan.to_json())
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(2)]
     (tmp_path / "cfg.json").write_text(json.dumps(job_config(plan, 1, workers)))
     switch = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)

@@ -140,7 +140,7 @@ def test_spoofed_workers_are_dropped_and_counted_on_bmv2(bmv2):
     variant, sw = bmv2
     sw.configure(FP.config(variant))
     t = FP._target(variant)
-    L = W.Layout(FP.PLANS[variant])
+    L = W.FrameLayout(FP.PLANS[variant])
     rng = random.Random(3)
     spoofed = 0
     for slot in range(3):

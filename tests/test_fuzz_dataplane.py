@@ -41,7 +41,7 @@ from p4gen.plan import Plan
 from p4gen.switch.model import WorkerAddr
 plan = Plan.load(sys.argv[2])
 spec = json.loads(sys.argv[3])
-t = F.Target(W.Layout(plan), spec["job"], [WorkerAddr(*w) for w in spec["workers"]], spec["slot_count"],
+t = F.Target(W.FrameLayout(plan), spec["job"], [WorkerAddr(*w) for w in spec["workers"]], spec["slot_count"],
              spec["other_job"], [WorkerAddr(*w) for w in spec["other_workers"]])
 ifaces = {int(p): name for p, name in spec["ifaces"].items()}
 socks = {}

@@ -62,7 +62,7 @@ def _configured(variant: str, fast: bool = True) -> SwitchModel:
 
 
 def _target(variant: str) -> F.Target:
-    return F.Target(W.Layout(PLANS[variant]), JOB, A, slot_count=4, other_job=OTHER, other_workers=B)
+    return F.Target(W.FrameLayout(PLANS[variant]), JOB, A, slot_count=4, other_job=OTHER, other_workers=B)
 
 
 def _registers(m: SwitchModel) -> dict:
@@ -213,7 +213,7 @@ def hazard(variant: str, bad: str, switch=None) -> tuple[dict[str, int], list[in
     chunk-1 frame again with the copy bit flipped (copy 0).  ``switch(config)`` gives the switch to run
     on (default: a model); it needs the model's ``process`` and ``stats``."""
     plan = PLANS[variant]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = A[:2]
     cfg = job_config(plan, JOB, addrs, slot_base=0, slot_count=1, mgid=7, rid_base=100)
     if switch is None:

@@ -16,15 +16,15 @@ import pytest
 from p4gen import decision
 from p4gen.build import compile_program, find_compiler
 from p4gen.cli import main
-from p4gen.controller.jobfile import parse_job
+from p4gen.jobfile import parse_job
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
 from p4gen.errors import InfeasibleError
 from p4gen.layout import inner
 from p4gen.layout.cost import Geometry, Workload, predict
-from p4gen.layout.jobs import Job, equal_split, plan_jobs
-from p4gen.layout.search import _Ctx, _largest_slots, search, shapes
-from p4gen.layout.shape import PassShape
+from p4gen.layout.job_split import Job, equal_split, plan_jobs
+from p4gen.layout.search import SearchContext, largest_slots, search, shapes
+from p4gen.pass_shape import PassShape
 from p4gen.planner import fit, layout_registers, make_plan
 from p4gen.spec import make_spec
 from p4gen.stages import step_dependencies
@@ -148,13 +148,13 @@ def test_inner_spreads_arrays_the_planner_rule_cannot_fit():
 def test_search_optimum_equals_brute_force(rtt):
     wl = Workload(4, 100.0, rtt, 1 << 16)
     res = search(MINI, wl, certify=False)
-    ctx = _Ctx(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
+    ctx = SearchContext(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
                step_dependencies(decision.decision_table("hardened")))
     best = None
     for e, p, mode, pipes, w in shapes(MINI, "switchml", [32]):
         spec = make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
-        top = _largest_slots(ctx, spec, shape)
+        top = largest_slots(ctx, spec, shape)
         for s in range(1, top + 1):
             t = predict(MINI, wl, Geometry("switchml", e, p, mode, pipes, w, s)).time_s
             best = t if best is None else min(best, t)
@@ -313,7 +313,7 @@ def test_split_optimum_against_brute_force():
             Job("c", Workload(3, 100.0, 30.0, 1 << 13))]
     for objective in ("makespan", "sum"):
         split, _ = plan_jobs(prof, jobs, objective)
-        from p4gen.layout.jobs import _JobModel, _floors, _time
+        from p4gen.layout.job_split import _JobModel, _floors, _time
 
         models = [_JobModel(prof, j, split.spec, split.shape, split.spec.slots) for j in jobs]
         floors = _floors(models, split.shape, [0, 0, 0])

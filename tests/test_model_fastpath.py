@@ -13,7 +13,7 @@ from p4gen import decision, ops
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.switch.model import FAST_KERNELS, ModelError, SwitchModel, WorkerAddr, job_config
-from p4gen.layout.shape import PassShape
+from p4gen.pass_shape import PassShape
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -108,7 +108,7 @@ def test_fast_equals_reference(name, stream, n):
     plan = PLANS[name]
     if n > plan.data["params"]["max_workers"]:
         n = plan.data["params"]["max_workers"]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     fast, ref = _models(plan, n)
     addrs = _addrs(n)
     for w, slot, cp, tsi, exp, seed in stream:
@@ -129,7 +129,7 @@ def job():
     m = SwitchModel(plan)
     addrs = _addrs(2)
     m.load_config(job_config(plan, 1, addrs, slot_count=2, mgid=5, rid_base=50))
-    return plan, W.Layout(plan), m, addrs
+    return plan, W.FrameLayout(plan), m, addrs
 
 
 def _frame(L, a, **kw):
@@ -279,7 +279,7 @@ def test_batches_equal_one_by_one(name, stream, n, cuts):
     """process_batch over any split of the stream == process frame by frame (outputs, counters, registers)."""
     plan = PLANS[name]
     n = min(n, plan.data["params"]["max_workers"])
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     one, ref = _models(plan, n)
     batch = SwitchModel(plan)
     batch.load_config(job_config(plan, 1, _addrs(n), slot_count=3, mgid=5, rid_base=50))
@@ -348,7 +348,7 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
     result_dst (or one that has a plain replica too), identical to frame-by-frame processing; also through
     the batch path of plans the vectorised one cannot run (per-frame decisions, value ops at once)."""
     plan = PLANS[name]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     n = 3
     addrs = _addrs(n)
     one, batch = SwitchModel(plan), SwitchModel(plan)
@@ -407,7 +407,7 @@ def test_batch_with_two_jobs_and_groups_matches_one_by_one():
     """Two jobs (different multicast groups, one with an empty group) interleaved in one batch."""
     plan = make_plan(make_spec(slots=4, elements_per_packet=8, variant="reference", max_workers=8, jobs=2),
                      load_target("bmv2"))
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     a1, a2 = _addrs(2), [WorkerAddr(5 + i, 0x020000000101 + i, 0x0A000101 + i, 31000 + i) for i in range(3)]
     one, batch = SwitchModel(plan), SwitchModel(plan)
     for m in (one, batch):
@@ -436,7 +436,7 @@ def test_batch_with_runs_of_one_length_or_several_matches_one_by_one(n, size):
     register)."""
     plan = make_plan(make_spec(slots=8, elements_per_packet=8, variant="hardened", max_workers=8),
                      load_target("bmv2"))
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(n)]
     one, batch = SwitchModel(plan), SwitchModel(plan)
     for m in (one, batch):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from p4gen import wire as W
 from p4gen.host import packet as P
-from p4gen.layout.shape import PassShape
+from p4gen.pass_shape import PassShape
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
@@ -89,7 +89,7 @@ def test_matrix_equals_one_by_one(name, stream, n, cuts, plain, clean):
     aside), so that long batches take the vectorised path."""
     plan = PLANS[name]
     n = min(n, plan.data["params"]["max_workers"])
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = _addrs(n)
     one, mat = SwitchModel(plan), SwitchModel(plan)
     for m in (one, mat):
@@ -128,7 +128,7 @@ def test_matrix_takes_the_vectorised_path_and_builds_port_matrices_as_views(monk
     """A data-plane round (8 workers, whole chunks, retransmissions whose slot completed): the vectorised
     path runs once and no frame becomes a bytes object; identical to process."""
     plan = _plan("hardened", slots=64, elements=64, workers=8)
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(8)]
     one, mat = SwitchModel(plan), SwitchModel(plan)
     for m in (one, mat):
@@ -156,7 +156,7 @@ def test_matrix_takes_the_vectorised_path_and_builds_port_matrices_as_views(monk
 def test_hypothesis_streams_reach_the_vectorised_path(monkeypatch):
     """The property above is not vacuous: a clean stream of 40 frames in one batch is vectorised."""
     plan = PLANS["hardened"]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = _addrs(3)
     m = SwitchModel(plan)
     m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))

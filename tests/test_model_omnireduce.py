@@ -40,7 +40,7 @@ def _checksum_ok(L, frame):
 
 
 def test_plan_is_accepted_and_codec_knows_header_only():
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     assert L.omni and L.passes == 1
     a = _addrs(1)[0]
     f = _frame(L, a, None, 7)
@@ -57,7 +57,7 @@ def test_plan_is_accepted_and_codec_knows_header_only():
 
 def test_round_with_header_only_workers_sums_exactly():
     """Workers 0 and 2 send a block, worker 1 only its next offset; the result is the exact sum."""
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     m = _model(PLAN, 3)
     addrs = _addrs(3)
     m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)])
@@ -82,7 +82,7 @@ def test_round_with_header_only_workers_sums_exactly():
 
 def test_header_only_first_and_last_packets_grow_the_result():
     """First packet header-only (clear), last packet header-only (read): the frame grows by the data header."""
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     m = _model(PLAN, 3)
     addrs = _addrs(3)
     m.set_group(5, [(addrs[0].port, 0)])                   # rid 0: the result leaves unchanged
@@ -112,7 +112,7 @@ def test_header_only_first_and_last_packets_grow_the_result():
 
 
 def test_all_header_only_round_returns_zeros():
-    L = W.Layout(SMALL)
+    L = W.FrameLayout(SMALL)
     m = _model(SMALL, 2)
     addrs = _addrs(2)
     m.set_group(5, [(addrs[0].port, 50)])
@@ -123,7 +123,7 @@ def test_all_header_only_round_returns_zeros():
 
 
 def test_malformed_and_truncated():
-    L = W.Layout(SMALL)
+    L = W.FrameLayout(SMALL)
     m = _model(SMALL, 2)
     a = _addrs(2)[0]
     full = _frame(L, a, np.arange(L.elements), 3)
@@ -143,7 +143,7 @@ def test_omnireduce_table_needs_an_omnireduce_plan():
 def test_switchml_frames_unchanged_by_omnireduce_support():
     """A SwitchML result keeps agg.flags as sent (the omnireduce rewrite does not apply)."""
     sw = make_plan(make_spec(slots=4, elements_per_packet=8, variant="hardened"), load_target("bmv2"))
-    L = W.Layout(sw)
+    L = W.FrameLayout(sw)
     assert not L.omni
     m = SwitchModel(sw)
     addrs = _addrs(2)
@@ -183,7 +183,7 @@ def _stream_frames(L, stream, n):
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4))
 def test_fast_equals_reference(stream, n):
-    L = W.Layout(SMALL)
+    L = W.FrameLayout(SMALL)
     fast, ref = _model(SMALL, n, True, 3), _model(SMALL, n, False, 3)
     for m in (fast, ref):
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(_addrs(n))] + [(9, 0)])
@@ -198,7 +198,7 @@ def test_fast_equals_reference(stream, n):
 @settings(max_examples=60)
 @given(stream=st.lists(OPKT, max_size=60), n=st.integers(2, 4), cuts=st.lists(st.integers(0, 60), max_size=4))
 def test_batches_equal_one_by_one(stream, n, cuts):
-    L = W.Layout(SMALL)
+    L = W.FrameLayout(SMALL)
     one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)
     for m in (one, batch):
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(_addrs(n))] + [(9, 0)])
@@ -218,7 +218,7 @@ def test_batches_equal_one_by_one(stream, n, cuts):
 def test_long_stream_in_large_batches_matches_one_by_one(plain_replica):
     """The vectorised batch path on OmniReduce traffic: header-only and data packets to the same slots in one
     batch, last packets (and retransmissions) without data whose frames grow, identical to one by one."""
-    L = W.Layout(SMALL)
+    L = W.FrameLayout(SMALL)
     n = 3
     addrs = _addrs(n)
     one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)

@@ -76,7 +76,7 @@ class OmniNet(Net):
     def __init__(self, plan, n: int, blocks: int, window: int, seed: int, fifo: bool, pattern: str,
                  decision=None):
         self.plan = plan
-        self.layout = L = W.Layout(plan)
+        self.layout = L = W.FrameLayout(plan)
         self.fifo = fifo
         self.model = SwitchModel(plan, decision=decision)
         self.addrs = [WorkerAddr(10 + i, 0x020000000100 + i, 0x0A000001 + i, 40000 + i) for i in range(n)]

@@ -25,7 +25,7 @@ PLANS = {w: make_plan(make_spec(protocol="omnireduce", slots=4, elements_per_pac
 
 
 def allreduce(plan, tensors, window, loss=0.0, seed=0, threshold=0.0):
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     n = len(tensors)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 7000 + i) for i in range(n)]
     m = SwitchModel(plan)
@@ -63,7 +63,7 @@ def sparse(rng, n, blocks, k, density, dtype):
 
 
 def test_fast_frames_equal_the_field_by_field_frames():
-    L = W.Layout(PLANS[32])
+    L = W.FrameLayout(PLANS[32])
     fr = OmniFrames(L, ME, SW, job=5)
     payload = np.arange(8, dtype=">u4").tobytes()
     for data in (True, False):
@@ -84,7 +84,7 @@ def test_fast_frames_equal_the_field_by_field_frames():
 
 def test_round_sequence_tsi_and_next_encoding():
     """Blocks 0..5, window 2: streams {0, 2, 4} and {1, 3, 5}; the worker holds blocks 2 and 3."""
-    L = W.Layout(PLANS[32])
+    L = W.FrameLayout(PLANS[32])
     x = np.zeros(48, np.int32)
     x[16:32] = 7
     w = OmniWorker(L, x, job=2, window=2, n_workers=2, src=ME, dst=SW, timeout=0.01, max_timeout=0.03)
@@ -125,7 +125,7 @@ def test_round_sequence_tsi_and_next_encoding():
 
 
 def test_round_sequence_finishes():
-    L = W.Layout(PLANS[32])
+    L = W.FrameLayout(PLANS[32])
     x = np.zeros(16, np.int32)
     x[8] = -3
     w = OmniWorker(L, x, job=2, window=1, n_workers=2, src=ME, dst=SW)
@@ -190,12 +190,12 @@ def test_threshold_drops_small_blocks():
 
 
 def test_bad_inputs():
-    L = W.Layout(PLANS[32])
+    L = W.FrameLayout(PLANS[32])
     with pytest.raises(WorkerError):
         OmniWorker(L, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW, threshold=-1)
     with pytest.raises(WorkerError):
         OmniWorker(L, np.ones(3, np.int32), job=1, window=1, n_workers=2, src=SW, dst=SW, tsi_base=0xFFFFFFFF)
-    sw = W.Layout(make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2")))
+    sw = W.FrameLayout(make_plan(make_spec(slots=4, elements_per_packet=8), load_target("bmv2")))
     with pytest.raises(W.PacketError, match="omnireduce"):
         OmniWorker(sw, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW)
     w = OmniWorker(L, np.ones(3, np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW)

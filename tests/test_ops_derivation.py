@@ -45,7 +45,7 @@ def _swap_last_mid(orig):
 
 
 def _frames():
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     out = []
     for c in range(ROUNDS):
         for i, a in enumerate(ADDRS):
@@ -65,7 +65,7 @@ def _runs():
     """Per path: per frame, the number of frames out and the first one's value bytes."""
     frames = _frames()
     assert len(frames) >= VEC_MIN_BATCH
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     vals = lambda outs: (len(outs), outs[0][1][L.values_offset:L.frame_len] if outs else b"")  # noqa: E731
     slow, fast, batch = _model(fast=False), _model(), _model()
     got = {"slow": [vals(slow.process(f, p)) for f, p in frames],
@@ -87,7 +87,7 @@ def _bmc_violation():
 
 
 def test_a_mutated_op_moves_the_slow_fast_batch_and_z3_paths_together(monkeypatch):
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     full_sum = (np.full(L.elements, 111, dtype=">u4")).tobytes()       # 1 + 10 + 100 per element
     two = (np.full(L.elements, 11, dtype=">u4")).tobytes()              # the first two workers only
     before = _runs()
@@ -132,7 +132,7 @@ def test_an_op_added_to_ops_runs_in_every_path(monkeypatch, new_op):
         if rule["op"] == "add":
             rule["op"] = new_op
     frames = _frames()
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     outs, regs = {}, {}
     for name, fast in (("slow", False), ("fast", True), ("batch", True)):
         m = SwitchModel(PLAN, decision=table, fast=fast)

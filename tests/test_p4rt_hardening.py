@@ -14,7 +14,7 @@ from p4gen.build import build
 from p4gen.controller import Controller, SwitchUnreachableError, WriteError, connect, load_build
 from p4gen.controller.entities import PlanEntities, update
 from p4gen.controller.errors import STATUS_DETAILS_KEY
-from p4gen.controller.jobfile import parse_job
+from p4gen.jobfile import parse_job
 from p4gen.switch.model import SwitchModel
 from p4gen.switch.p4rt_server import INDEX_SPACE, MAX_DETAILS, P4RuntimeServer
 from p4gen.spec import make_spec

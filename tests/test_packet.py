@@ -25,7 +25,7 @@ DST = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 
 def test_layout_follows_the_plan():
     for plan in (PLAN, PLAN2):
-        L = W.Layout(plan)
+        L = W.FrameLayout(plan)
         h = {x["name"]: x for x in plan.data["headers"]}
         wire = sum(x["bytes"] * x.get("repeat", 1) for x in plan.data["headers"] if not x.get("internal"))
         assert L.frame_len == wire
@@ -36,15 +36,15 @@ def test_layout_follows_the_plan():
     agg = next(x for x in data["headers"] if x["name"] == "agg")
     agg["fields"].append({"name": "spare", "bits": 16})
     agg["bytes"] += 2
-    L = W.Layout(Plan(data))
-    assert L.values_offset == W.Layout(PLAN).values_offset + 2
+    L = W.FrameLayout(Plan(data))
+    assert L.values_offset == W.FrameLayout(PLAN).values_offset + 2
     assert "agg.spare" in L.slots
 
 
 @given(tsi=st.integers(0, 2 ** 32 - 1), pool=st.integers(0, 2 ** 16 - 1), exp=st.integers(0, 255),
        job=st.integers(0, 255), seed=st.integers(0, 2 ** 32 - 1), plan=st.sampled_from([PLAN, PLAN2]))
 def test_roundtrip(tsi, pool, exp, job, seed, plan):
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     vals = np.random.default_rng(seed).integers(0, 2 ** L.value_width, L.elements)
     f = P.contribution_frame(L, SRC, DST, job=job, tsi=tsi, pool_index=pool, exponent=exp, values=vals)
     assert len(f) == L.frame_len
@@ -59,7 +59,7 @@ def test_roundtrip(tsi, pool, exp, job, seed, plan):
 
 def test_scapy_agrees():
     scapy = pytest.importorskip("scapy.all")
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     f = P.contribution_frame(L, SRC, DST, job=1, tsi=9, pool_index=3, exponent=127, values=np.arange(64))
     p = scapy.Ether(f)
     assert p[scapy.IP].src == "10.0.0.1" and p[scapy.UDP].dport == 48864
@@ -70,7 +70,7 @@ def test_scapy_agrees():
 
 
 def test_errors_are_typed():
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     f = P.contribution_frame(L, SRC, DST, job=1, tsi=9, pool_index=3, exponent=127, values=np.arange(64))
     with pytest.raises(W.MalformedPacket):
         L.decode(f[:-1])

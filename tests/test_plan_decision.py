@@ -57,7 +57,7 @@ def _no_bitmap_check(plan: Plan) -> Plan:
 
 def _sums(plan: Plan) -> list[list[int]]:
     """Worker 0 contributes twice (a duplicate), then worker 1: the values of every result frame out."""
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = [WorkerAddr(k, 0x020000000100 + k, 0x0A000000 + k, 40000 + k) for k in (1, 2)]
     model = SwitchModel(plan)
     model.load_config(job_config(plan, 1, addrs, mgid=5, rid_base=10))

@@ -35,7 +35,7 @@ def _result(L, tsi, pool):
 
 
 def test_a_worker_samples_first_sends_only_and_times_out_on_the_estimate():
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     rtt = RttEstimator()
     w = Worker(L, np.arange(40), job=2, window=2, n_workers=2, src=SW, dst=SW, mode="int", timeout=0.01,
                max_timeout=1.0, rtt=rtt)

@@ -6,7 +6,7 @@ import pytest
 
 from p4gen.plan import Plan
 from p4gen.testbed import bounds
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def plan(tmp_path_factory) -> Plan:
 
 
 def test_link_rate_bounds_count_payload_and_headers_per_element(plan):
-    layout = Layout(plan)
+    layout = FrameLayout(plan)
     k, frame = layout.elements, layout.frame_len
     values = k * layout.value_width // 8
     size = 1 << 20

@@ -14,7 +14,7 @@ from p4gen.testbed.net import Network
 from p4gen.testbed.nodes import SoftSwitch
 from p4gen.testbed.plans import build_plan
 from p4gen.testbed.topo import star
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 
 _why = procs.missing_requirements() or SoftSwitch.missing()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]
@@ -36,7 +36,7 @@ def test_three_workers_density_03_exact_sums(net3):
     assert r.exact and r.correct, r
     assert r.max_abs_error <= r.error_bound
     # one round per block some worker holds, plus one discovery round per stream, per worker
-    blocks = SIZE // Layout(net3.agg.plan).elements
+    blocks = SIZE // FrameLayout(net3.agg.plan).elements
     assert 0.3 < r.union_density < 0.9
     assert r.packets == 3 * (round(r.union_density * blocks) + min(64, blocks))
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from p4gen.switch.model import SwitchModel
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 from p4gen.host.packet import endpoint
 from p4gen.plan import Plan
 from p4gen.testbed import cli
@@ -68,7 +68,7 @@ def _run(plan, workers, model):
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
 def test_fast_worker_sends_the_same_bytes_and_gets_the_same_result(plan, dtype):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     n, size = 3, 5000
     total, xs = expected(n, size, dtype, 7, 1.0, L.elements)
     spec = JobSpec(0, 1, 0, 8, tuple(WorkerSpec(i, i + 1, f"02:00:00:00:00:0{i + 1}", f"10.0.0.{i + 1}", 50000 + i)
@@ -88,7 +88,7 @@ def test_fast_worker_sends_the_same_bytes_and_gets_the_same_result(plan, dtype):
 
 
 def test_fast_worker_frames_are_byte_identical(plan):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     x = np.random.default_rng(1).standard_normal(3000).astype(np.float32)
     kw = dict(job=0, window=4, n_workers=3, src=endpoint("02:00:00:00:00:01", "10.0.0.1", 50000),
               dst=endpoint("02:00:00:00:00:fe", "10.0.0.254", 0xBEE0))
@@ -221,9 +221,10 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
     import sys
 
     from p4gen.cli import main
+    from p4gen.testbed import train
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib raises ImportError
-    monkeypatch.setattr(cli, "_network", lambda *a: pytest.fail("a network was built"))
+    monkeypatch.setattr(train, "network_from_options", lambda *a: pytest.fail("a network was built"))
     assert main(["testbed", "train", "--workers", "4", "--png", "x.png"]) != 0
     err = capsys.readouterr().err.strip()
     assert err == ("p4gen: error: --png needs matplotlib (the bench extra: pip install -e '.[bench]' in the p4gen "

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from p4gen.controller.jobfile import load_job
+from p4gen.jobfile import load_job
 from p4gen.host import codec
 from p4gen.torch.session import Session, SwitchLostError, TorchHookError, member_from_job
 

@@ -26,7 +26,7 @@ WINDOW = 32
 
 def _run(corrupt_tsi: int | None, fast: bool = True, batch: bool = False, max_time: float = 5.0):
     """Two workers all-reduce int tensors; after worker 0's first frame, a copy of it with ``corrupt_tsi``."""
-    L = W.Layout(PLAN)
+    L = W.FrameLayout(PLAN)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 7000 + i) for i in range(2)]
     m = SwitchModel(PLAN, fast=fast)
     m.load_config(job_config(PLAN, 2, addrs, slot_count=WINDOW))

@@ -22,7 +22,7 @@ PLANS = {w: make_plan(make_spec(slots=4, elements_per_packet=8, value_width=w, m
 
 
 def allreduce(plan, tensors, window, mode="float", loss=0.0, seed=0):
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     n = len(tensors)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 7000 + i) for i in range(n)]
     m = SwitchModel(plan)
@@ -55,7 +55,7 @@ def test_float_allreduce_within_the_bound(n, size, window, width, seed, loss):
     xs = [(rng.standard_normal(size) * 10.0 ** rng.integers(-3, 4)).astype(np.float32) for _ in range(n)]
     ws, m = allreduce(PLANS[width], xs, window, loss=loss, seed=seed)
     exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
-    k = W.Layout(PLANS[width]).elements
+    k = W.FrameLayout(PLANS[width]).elements
     for w in ws:
         got = w.result().astype(np.float64)
         for d in range(w.chunks):
@@ -76,7 +76,7 @@ def test_int_allreduce_is_exact():
 
 def test_results_for_other_chunks_are_ignored_and_timers_back_off():
     plan = PLANS[32]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     w = Worker(L, np.arange(20), job=2, window=2, n_workers=2, src=SW, dst=SW, mode="int",
                timeout=0.01, backoff=2.0, max_timeout=0.03)
     first = w.start(0.0)
@@ -104,7 +104,7 @@ def test_results_for_other_chunks_are_ignored_and_timers_back_off():
 
 
 def test_bad_inputs():
-    L = W.Layout(PLANS[32])
+    L = W.FrameLayout(PLANS[32])
     with pytest.raises(codec.CodecError):
         Worker(L, np.array([1.0, np.nan], np.float32), job=1, window=1, n_workers=2, src=SW, dst=SW)
     with pytest.raises(WorkerError):
@@ -119,7 +119,7 @@ def test_bad_inputs():
 def test_jobs_are_isolated_by_slot_ranges():
     """Two jobs on one switch, interleaved, each on its own slot range: both sums exact."""
     plan = PLANS[32]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     m = SwitchModel(plan)
     jobs = {}
     for job, base, port0 in ((1, 0, 1), (2, 2, 11)):

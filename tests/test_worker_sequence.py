@@ -40,7 +40,7 @@ class Job:
     """n workers with a list of tensors each, driven through the model; worker i's link loses per ``lose``."""
 
     def __init__(self, plan, tensors, window, make, continue_slots=True):
-        self.plan, self.layout = plan, W.Layout(plan)
+        self.plan, self.layout = plan, W.FrameLayout(plan)
         self.n = len(tensors)
         self.addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 7000 + i) for i in range(self.n)]
         self.model = SwitchModel(plan)
@@ -228,6 +228,6 @@ def test_omnireduce_flag_reaches_every_worker():
 def test_flag_needs_float_mode():
     from p4gen.host.worker import WorkerError
 
-    L = W.Layout(PLANS["hardened"])
+    L = W.FrameLayout(PLANS["hardened"])
     with pytest.raises(WorkerError, match="flag=True needs mode='float'"):
         Worker(L, np.ones(4, np.int32), job=1, window=1, n_workers=2, src=SW, dst=SW, mode="int", flag=True)

@@ -1,7 +1,7 @@
 """``p4gen verify``: prove a plan's fixed-point and protocol properties for every n it admits, and report.
 
 The plan is checked first (:mod:`p4gen.verify.plancheck`).  Then, in one
-:class:`~p4gen.verify.jobs.Pool`:
+:class:`~p4gen.verify.pool.Pool`:
 
 * the fixed-point proofs and the bitmap word-split lemma;
 * one induction unit per (event, table path) of the plan's protocol model,
@@ -28,7 +28,7 @@ from typing import Any, Callable
 from p4gen.errors import PlanError
 
 from . import plancheck
-from .jobs import Pool, Task, prover
+from .pool import Pool, Task, prover
 from .mutants import base_model, mutant_model, of_variant
 from .protocol import SwitchML
 from .report import COUNTEREXAMPLE, NOT_COVERED, NOT_PROVED, PROVED, MutantLine, PropertyLine, VerifyReport

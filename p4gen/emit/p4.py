@@ -133,7 +133,7 @@ def context(plan: Plan) -> dict[str, Any]:
 
 
 def _pass_context(plan: Plan) -> dict[str, Any]:
-    """How the TNA program moves a packet between passes (see p4gen.layout.shape).
+    """How the TNA program moves a packet between passes (see p4gen.pass_shape).
 
     ``recirc_ports``: select cases of the ports whose packets carry the pass header (the
     recirculation port; with folded pipes also every port of a pipe that holds no workers

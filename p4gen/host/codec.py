@@ -69,7 +69,8 @@ def _check_n(n: int) -> int:
     return int(n)
 
 
-def _check_tensor(x) -> np.ndarray:
+def check_tensor(x) -> np.ndarray:
+    """``x`` as a float array; CodecError for an empty tensor or one that holds NaN or Inf."""
     a = np.asarray(x)
     if a.size == 0:
         raise CodecError("cannot encode an empty tensor")
@@ -87,7 +88,7 @@ def exponent_of(block, axis=None):
     ``axis=None`` reduces the whole block to one int; an integer axis gives
     one exponent per block along that axis (an int array).
     """
-    a = _check_tensor(block)
+    a = check_tensor(block)
     m = np.max(np.abs(a), axis=axis)
     _, e = np.frexp(np.asarray(m, dtype=np.float64))
     e = np.where(m == 0, EXPONENT_MIN, e)
@@ -144,7 +145,7 @@ def quantize(x, e_max, n: int, value_width: int = 32) -> np.ndarray:
     ``exponent_of`` of the data for :func:`error_bound` to hold; larger
     values saturate at +-L.
     """
-    a = _check_tensor(x)
+    a = check_tensor(x)
     s = scale(e_max, n, value_width)
     lim = limit(n, value_width)
     q = np.rint(a.astype(np.float64) * s)

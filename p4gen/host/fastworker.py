@@ -1,6 +1,6 @@
 """A faster :class:`p4gen.host.worker.Worker`: same protocol, same bytes.
 
-The reference worker builds each frame through ``Layout.encode`` (header
+The reference worker builds each frame through ``FrameLayout.encode`` (header
 dicts) and ``codec.quantize`` (argument checks), about 0.4 ms per frame,
 and parses each result through ``parse_result`` (about 75 us).  On a
 2-core machine that, not the links, would bound the testbed and training.  This subclass

@@ -1,6 +1,6 @@
 """OmniReduce frames for a worker: fast packing of contributions, fast parsing of results.
 
-Everything comes from the plan's header layout (:class:`p4gen.wire.Layout`):
+Everything comes from the plan's header layout (:class:`p4gen.wire.FrameLayout`):
 the ``agg`` header of an OmniReduce plan holds ``flags`` (bit 0: a data
 header follows) and ``next`` (the sender's next non-zero block, 32 bits).
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..wire import ETHERTYPE_IPV4, FIXED_HEADERS, IPPROTO_UDP, Layout, MalformedPacket, PacketError, fix_ipv4_checksum
+from ..wire import ETHERTYPE_IPV4, FIXED_HEADERS, IPPROTO_UDP, FrameLayout, MalformedPacket, PacketError, fix_ipv4_checksum
 from .packet import Endpoint
 
 NONE = 0xFFFFFFFF          # agg.next: no further non-zero block
@@ -41,12 +41,12 @@ class OmniResult:
     next: int
     frame: bytes
 
-    def values(self, layout: Layout) -> np.ndarray:
+    def values(self, layout: FrameLayout) -> np.ndarray:
         """The result's values as native unsigned wire integers."""
         return layout.values(self.frame)
 
 
-def _check_omni(layout: Layout) -> None:
+def _check_omni(layout: FrameLayout) -> None:
     agg = {f.name for f in layout.headers["agg"].fields}
     missing = sorted({"flags", "next"} - agg)
     if missing:
@@ -56,7 +56,7 @@ def _check_omni(layout: Layout) -> None:
 class OmniFrames:
     """Contribution frames of one worker (fixed addresses and job) and result parsing."""
 
-    def __init__(self, layout: Layout, src: Endpoint, dst: Endpoint, job: int):
+    def __init__(self, layout: FrameLayout, src: Endpoint, dst: Endpoint, job: int):
         _check_omni(layout)
         self.layout = L = layout
         self.src, self.dst, self.job = src, dst, int(job)

@@ -77,9 +77,9 @@ import numpy as np
 
 from . import codec
 from .omni_packet import NONE, OmniFrames
-from ..wire import Layout, PacketError
+from ..wire import FrameLayout, PacketError
 from .packet import Endpoint
-from .worker import Worker, WorkerError, _Slot
+from .worker import Worker, WorkerError, SlotState
 
 
 class OmniProtocolError(WorkerError):
@@ -87,7 +87,7 @@ class OmniProtocolError(WorkerError):
 
 
 class OmniWorker(Worker):
-    def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
+    def __init__(self, layout: FrameLayout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str | None = None, tsi_base: int = 0,
                  timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0,
                  threshold: float = 0.0, flag: bool = False, copies=None, rtt=None):
@@ -122,7 +122,7 @@ class OmniWorker(Worker):
             self._scale = [0.0] * S          # set when the stream's exponent is agreed
             self._signed = np.dtype(f">i{self.value_width // 8}")
             self._lim = codec.limit(self.n, self.value_width)
-        self._slots = [_Slot() for _ in range(S)]
+        self._slots = [SlotState() for _ in range(S)]
         self._round = [0] * S
         self._block = [-1] * S               # block of the outstanding round (-1: discovery)
         self._exp = [0] * S                  # exponent field the stream's packets carry

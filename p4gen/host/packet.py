@@ -1,6 +1,6 @@
 """Worker-side frames: contributions a worker sends and the results it parses.
 
-The byte layout comes from :class:`p4gen.wire.Layout` (derived from the
+The byte layout comes from :class:`p4gen.wire.FrameLayout` (derived from the
 plan's headers); this module only fills in and reads the fields.
 """
 
@@ -11,7 +11,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..wire import Layout, MalformedPacket, PacketError, ip, mac
+from ..wire import FrameLayout, MalformedPacket, PacketError, ip, mac
 
 
 # -- worker frames -------------------------------------------------------------
@@ -26,7 +26,7 @@ def endpoint(mac_addr, ip_addr, port: int) -> Endpoint:
     return Endpoint(mac(mac_addr), ip(ip_addr), int(port))
 
 
-def contribution_frame(layout: Layout, src: Endpoint, dst: Endpoint, *, job: int, tsi: int,
+def contribution_frame(layout: FrameLayout, src: Endpoint, dst: Endpoint, *, job: int, tsi: int,
                        pool_index: int, exponent: int, values: Iterable[int] | np.ndarray | None,
                        msg_type: int | None = None, next: int | None = None) -> bytes:
     """A worker's contribution (msg_type 0): values are wire integers (signed values wrap).
@@ -68,7 +68,7 @@ class Result:
         return self.headers["agg"].get("next")
 
 
-def parse_result(layout: Layout, frame) -> Result:
+def parse_result(layout: FrameLayout, frame) -> Result:
     """A switch result (msg_type 1) -> Result; anything else raises a PacketError."""
     hdrs, values = layout.decode(frame, result=True)
     agg = hdrs["agg"]
@@ -78,7 +78,7 @@ def parse_result(layout: Layout, frame) -> Result:
     return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
 
 
-def parse_contribution(layout: Layout, frame) -> Result:
+def parse_contribution(layout: FrameLayout, frame) -> Result:
     """A contribution (msg_type 0) -> Result-shaped record (used by tests and tools)."""
     hdrs, values = layout.decode(frame)
     agg = hdrs["agg"]
@@ -87,7 +87,7 @@ def parse_contribution(layout: Layout, frame) -> Result:
     return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
 
 
-def datagram_prefix(layout: Layout, switch_port: int) -> bytes:
+def datagram_prefix(layout: FrameLayout, switch_port: int) -> bytes:
     """Ethernet/IPv4/UDP headers that turn a UDP datagram from the switch back into a frame to parse.
 
     A worker on a kernel UDP socket sends its frame from the ``agg`` header

@@ -59,7 +59,7 @@ import numpy as np
 
 from . import codec
 from ..errors import P4genError
-from ..wire import Layout, PacketError
+from ..wire import FrameLayout, PacketError
 from .packet import Endpoint, contribution_frame, parse_result
 
 
@@ -68,7 +68,8 @@ class WorkerError(P4genError):
 
 
 @dataclass
-class _Slot:
+class SlotState:
+    """A worker's state of one slot of its window: the outstanding packet, when it was sent, its deadline."""
     t: int = -1                 # outstanding protocol index (-1: none)
     frame: bytes = b""
     deadline: float = 0.0
@@ -117,7 +118,7 @@ class WorkerStats:
 
 
 class Worker:
-    def __init__(self, layout: Layout, tensor, *, job: int, window: int, n_workers: int,
+    def __init__(self, layout: FrameLayout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str = "float", tsi_base: int = 0,
                  timeout: float = 0.01, backoff: float = 2.0, max_timeout: float = 1.0, flag: bool = False,
                  rtt: RttEstimator | None = None):
@@ -154,7 +155,7 @@ class Worker:
         self.flag = bool(flag)
         if mode == "float":
             if not flag:
-                codec._check_tensor(x)       # NaN / Inf raise CodecError
+                codec.check_tensor(x)       # NaN / Inf raise CodecError
                 padded[:self.size] = x.reshape(-1).astype(np.float32)
             self._blocks = padded.reshape(self.chunks, self.k)
             if flag:
@@ -172,7 +173,7 @@ class Worker:
             self.lag = 0
             self._out = np.zeros((self.chunks, self.k), dtype=np.uint64)
         self.indices = self.chunks + self.lag       # protocol indices 0 .. indices-1
-        self._slots = [_Slot() for _ in range(self.window)]    # by slot number
+        self._slots = [SlotState() for _ in range(self.window)]    # by slot number
         self.flagged = False                # a result carried codec.EXPONENT_FLAG
         self._got = np.zeros(self.indices, dtype=bool)
         self.complete = np.zeros(self.chunks, dtype=bool)   # chunk d's reduced values are in the output
@@ -222,7 +223,7 @@ class Worker:
         ``timeout .. max_timeout``)."""
         return self.timeout0 if self.rtt is None else self.rtt.rto(self.timeout0, self.max_timeout)
 
-    def _sample(self, s: _Slot, now: float) -> None:
+    def _sample(self, s: SlotState, now: float) -> None:
         if self.rtt is not None and s.sends == 1:
             self.rtt.update(now - s.sent)
 

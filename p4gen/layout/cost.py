@@ -78,7 +78,7 @@ class Geometry:
     protocol: str
     elements: int          # per packet
     passes: int
-    mode: str              # "resident" | "stream" (p4gen.layout.shape)
+    mode: str              # "resident" | "stream" (p4gen.pass_shape)
     pipes: int             # 1: recirculation in the home pipe; = passes: folded
     value_width: int
     slots: int             # the job's window (slots in flight per worker)

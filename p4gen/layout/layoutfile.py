@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import SpecError
 from ..files import check_replaceable, load_json, sha256_text, write_atomic
 from ..spec import Spec, make_spec
-from .shape import PassShape, shape_from_dict
+from ..pass_shape import PassShape, shape_from_dict
 
 SCHEMA = "p4gen.layout/1"
 

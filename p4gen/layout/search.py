@@ -26,7 +26,7 @@ from ..stages import step_dependencies
 from ..target import TargetProfile
 from . import inner
 from .cost import Geometry, Prediction, Workload, predict, workload_problem
-from .shape import PassShape
+from ..pass_shape import PassShape
 
 OBJECTIVES = ("time", "slots", "stages")
 SWITCHML_SLOTS = 8192      # p4app-switchML configuration.p4: num_slots = register_size / 2 = 16384 / 2
@@ -80,7 +80,10 @@ class SearchResult:
 
 
 @dataclass
-class _Ctx:
+class SearchContext:
+    """What every step of one search shares: the target, the workload, the base spec (protocol, variant,
+    workers, jobs) and the decision steps' dependencies."""
+
     profile: TargetProfile
     workload: Workload
     base: Spec
@@ -119,14 +122,14 @@ def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tup
     return out
 
 
-def _regs(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int) -> list[dict[str, Any]]:
+def _regs(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> list[dict[str, Any]]:
     e = spec.elements_per_packet
     regs, _, _ = layout_registers(spec, ctx.base.variant, slots, e // shape.passes, ctx.profile.lanes_per_register,
                                   (shape.passes - 1).bit_length(), shape.pipes)
     return regs
 
 
-def _fits(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int) -> inner.Placement | None:
+def _fits(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> inner.Placement | None:
     if slots > MAX_HEADER_SLOTS:
         return None
     regs = _regs(ctx, spec, shape, slots)
@@ -136,7 +139,7 @@ def _fits(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int) -> inner.Placemen
     return inner.place(ctx.profile, regs, ctx.deps)
 
 
-def _largest_slots(ctx: _Ctx, spec: Spec, shape: PassShape) -> int:
+def largest_slots(ctx: SearchContext, spec: Spec, shape: PassShape) -> int:
     lo, hi = 0, MAX_HEADER_SLOTS
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -152,7 +155,7 @@ def _geometry(spec: Spec, shape: PassShape, slots: int) -> Geometry:
                     slots)
 
 
-def _prefer_planner_rule(ctx: _Ctx, spec: Spec, shape: PassShape, found: inner.Placement) -> inner.Placement:
+def _prefer_planner_rule(ctx: SearchContext, spec: Spec, shape: PassShape, found: inner.Placement) -> inner.Placement:
     """The planner's own stage rule when it fits with as few stages (the program then equals a default build)."""
     try:
         lay = fit(spec, ctx.profile, replace(shape, placement=None))
@@ -166,7 +169,7 @@ def _prefer_planner_rule(ctx: _Ctx, spec: Spec, shape: PassShape, found: inner.P
     return inner.Placement({r["name"]: r["stage"] for r in lay.registers}, used, found.sram_blocks)
 
 
-def _candidate(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int, label: str = "") -> Candidate | None:
+def candidate(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int, label: str = "") -> Candidate | None:
     spec = replace(spec, slots=slots)
     found = _fits(ctx, spec, shape, slots)
     if found is None:
@@ -176,7 +179,7 @@ def _candidate(ctx: _Ctx, spec: Spec, shape: PassShape, slots: int, label: str =
     return Candidate(spec, shape, found, predict(ctx.profile, ctx.workload, _geometry(spec, shape, slots)), label)
 
 
-def _window_for(ctx: _Ctx, spec: Spec, shape: PassShape, smax: int, target: float | None) -> int:
+def _window_for(ctx: SearchContext, spec: Spec, shape: PassShape, smax: int, target: float | None) -> int:
     """Time objective (target None): the smallest window that reaches the other bounds; else the
     smallest window whose predicted time is within ``target``.  Then, for dense jobs, that window
     times the headroom where it fits: the time stays the same, and a round trip slower than the
@@ -224,18 +227,18 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
                      value_width=max(widths))
     if not 1 <= headroom <= 100:
         raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
-    ctx = _Ctx(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)), headroom)
+    ctx = SearchContext(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)), headroom)
     all_shapes = shapes(profile, protocol, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
         spec = replace(base, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
-        smax = _largest_slots(ctx, spec, shape)
+        smax = largest_slots(ctx, spec, shape)
         if smax:
             fitted.append((spec, shape, smax))
     if not fitted:
         raise InfeasibleError(_nothing_fits(profile, protocol, variant, mw))
-    fastest = [_candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None)) for spec, shape, smax in fitted]
+    fastest = [candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None)) for spec, shape, smax in fitted]
     all_fitted = fitted
     if fill_rtt:
         # the window must cover the bandwidth-delay product: the window bound at least the link's
@@ -249,7 +252,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
         pool = [c for c in fastest if c]
     else:
         target = t_best * (1 + slack)
-        pool = [c for c in (_candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, target))
+        pool = [c for c in (candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, target))
                             for spec, shape, smax in fitted) if c and c.prediction.time_s <= target]
     pool.sort(key=_order(objective))
     best = pool[0]
@@ -280,7 +283,7 @@ def _recheck(profile: TargetProfile, c: Candidate) -> None:
                               f"slots): {exc}") from None
 
 
-def _window_limit(ctx: _Ctx, fitted, fastest: list[Candidate | None]) -> str:
+def _window_limit(ctx: SearchContext, fitted, fastest: list[Candidate | None]) -> str:
     """One line: the window that would fill the RTT, and the limit that stops it (the closest layout)."""
     def need(c: Candidate) -> int:      # the window whose bound reaches the link's
         return math.ceil(c.prediction.rates["link"] * c.prediction.cycle_us * 1e-6 - 1e-9)
@@ -309,7 +312,7 @@ def _nothing_fits(profile: TargetProfile, protocol: str, variant: str, workers: 
     return f"no layout of {protocol} ({variant}) fits {profile.name}"
 
 
-def references(ctx: _Ctx, fitted: list[tuple[Spec, PassShape, int]]) -> list[Candidate]:
+def references(ctx: SearchContext, fitted: list[tuple[Spec, PassShape, int]]) -> list[Candidate]:
     """Today's planner rule at its best window, and SwitchML's published layouts (TNA targets)."""
     out: list[Candidate] = []
     prof, base = ctx.profile, ctx.base
@@ -323,7 +326,7 @@ def references(ctx: _Ctx, fitted: list[tuple[Spec, PassShape, int]]) -> list[Can
         smax = next((m for s, sh, m in fitted if s.elements_per_packet == lay.elements and sh == shape
                      and s.value_width == base.value_width), 0)
         if smax:
-            c = _candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None),
+            c = candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None),
                            f"p4gen default ({lay.elements} per packet, {lay.passes} pass)")
             if c:
                 out.append(c)

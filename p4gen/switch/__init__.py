@@ -11,7 +11,7 @@ nothing):
   ``batch_workers``, ``batch_values`` and ``batch_emit`` (``process_batch``)
   and ``kernels`` (the register operations as executable code);
 * :class:`WorkerAddr`, :func:`job_config` -- one job's control-plane config
-  (``p4gen.switch.jobs``);
+  (``p4gen.switch.job_config``);
 * :class:`DataPlane`, :class:`DataPlaneError` -- the model on AF_PACKET
   ports (``p4gen.switch.dataplane``; run it with
   ``python -m p4gen.switch.dataplane``);
@@ -25,7 +25,7 @@ This package reads the compiler's output (``p4gen.plan``, ``p4gen.decision``,
 from importlib import import_module
 
 _EXPORTS = {
-    "SwitchModel": "model", "ModelError": "state", "WorkerAddr": "jobs", "job_config": "jobs",
+    "SwitchModel": "model", "ModelError": "state", "WorkerAddr": "job_config", "job_config": "job_config",
     "DataPlane": "dataplane", "DataPlaneError": "dataplane",
     "P4RuntimeServer": "p4rt_server", "serve": "p4rt_server",
 }

@@ -16,7 +16,7 @@ import numpy as np
 from .. import decision as dmod
 from .. import ops
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
-from .batch_emit import _GroupVec
+from .batch_emit import GroupArrays
 
 # batches at least this long take the vectorised path; shorter ones run frame by frame, which is
 # faster there: a vectorised call has a fixed cost of some hundreds of us (its numpy calls), while
@@ -111,7 +111,7 @@ class BatchExecutor:
             off += size
         self._units = units
         self._sig = self._kx = self._vx = self._res_bytes = None
-        self._gvec: dict[int, _GroupVec] = {}
+        self._gvec: dict[int, GroupArrays] = {}
         # byte offsets of the fields a result rewrites (whole units of the sizes below)
         fields = (self._i_eth_dst, self._i_eth_src, self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport)
         if [L.unit_sizes[i] for i in fields] != [6, 6, 4, 4, 2, 2]:

@@ -170,7 +170,7 @@ class BatchEmitter:
         R[f"u{self._i_udp_ck}"] = 0
         return R
 
-    def _group_vec(self, mgid: int) -> "_GroupVec":
+    def _group_vec(self, mgid: int) -> "GroupArrays":
         """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
         result_dst table has been replaced since the last call."""
         reps = self.groups.get(mgid, ())
@@ -178,11 +178,11 @@ class BatchEmitter:
         hit = self._gvec.get(mgid)
         if hit is not None and hit.reps is reps and hit.rdst is rdst:
             return hit
-        g = _GroupVec(reps, rdst)
+        g = GroupArrays(reps, rdst)
         self._gvec[mgid] = g
         return g
 
-    def _replicate_one_group(self, X, mc, g: "_GroupVec") -> np.ndarray:
+    def _replicate_one_group(self, X, mc, g: "GroupArrays") -> np.ndarray:
         """The replicas of rows ``mc`` of ``X``, all to group ``g`` whose every replica has a
         result_dst: the shared rewrites and the checksum's shared part once per row, then the
         per-replica fields and checksums broadcast over (rows, replicas)."""
@@ -244,7 +244,7 @@ class BatchEmitter:
             X[rows, c:c + 2] = ck
 
 
-class _GroupVec:
+class GroupArrays:
     """One multicast group as arrays: replica ports, and per replica whether its rid has a
     result_dst and that destination's MAC, IPv4 address and UDP port as big-endian bytes
     (zeros where it has none) plus the address's two 16-bit words summed (for checksums)."""

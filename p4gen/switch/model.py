@@ -29,7 +29,7 @@ tables, groups, counters, config), :mod:`.interpreter` (one frame),
 :mod:`.decider` (the decision table as code), :mod:`.batch` with
 :mod:`.batch_workers`, :mod:`.batch_values` and :mod:`.batch_emit` (the
 vectorised ``process_batch``); :mod:`.kernels` holds the operation kernels
-and :mod:`.jobs` the job-setup helper.
+and :mod:`.job_config` the job-setup helper.
 
 Value registers are one numpy array per plan (column = element index, as
 given by each ``values{j}`` register's ``elements``); the per-packet value
@@ -47,14 +47,14 @@ from typing import Any, Mapping
 
 from .. import decision as dmod
 from ..plan import Plan
-from ..wire import Layout
+from ..wire import FrameLayout
 from .batch import VEC_MIN_BATCH, BatchExecutor
 from .batch_emit import BatchEmitter
 from .batch_values import BatchValues
 from .batch_workers import BatchWorkers
 from .decider import Decider
 from .interpreter import PacketInterpreter
-from .jobs import WorkerAddr, job_config
+from .job_config import WorkerAddr, job_config
 from .kernels import FAST_KERNELS, derive
 from .state import ModelError, SwitchState
 
@@ -74,7 +74,7 @@ class SwitchModel(SwitchState, PacketInterpreter, Decider, BatchExecutor, BatchV
         self.plan = plan
         data = plan.data
         self.params = p = data["params"]
-        self.layout = Layout(data)
+        self.layout = FrameLayout(data)
         table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
         self._kernels = derive()            # the operations of p4gen.ops as they are now, as code
         roles = {st["role"] for st in table.get("steps", [])} - set(self._kernels.fast)

@@ -8,7 +8,7 @@ import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from ..controller.errors import INDEX_SPACE
+from ..p4runtime.status import INDEX_SPACE
 from ..errors import P4genError
 
 # INDEX_SPACE: the p4.v1.Error.space of the entries a failed Write's details list; ``code`` is then the

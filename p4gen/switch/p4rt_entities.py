@@ -18,7 +18,7 @@ from typing import Any
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
-from ..controller import codec
+from ..p4runtime import codec
 from .model import ModelError, SwitchModel
 from .p4rt_common import UPDATE, UPDATE_TYPES, Fail, check_enum
 

@@ -45,10 +45,10 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from ..controller.errors import STATUS_DETAILS_KEY
-from ..controller.pipeline import p4info_diff
 from ..emit.p4info import build_p4info
 from ..errors import P4genError
+from ..p4runtime.compare import p4info_diff
+from ..p4runtime.status import STATUS_DETAILS_KEY
 from .model import SwitchModel
 from .p4rt_common import (API_VERSION, ATOMICITIES, GET, GET_TYPES, GRPC_CODE, INDEX_SPACE, SET, SET_ACTIONS, WRITE,
                           Fail, RpcStatus, ServerError, check_enum)

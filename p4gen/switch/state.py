@@ -159,6 +159,7 @@ class SwitchState:
             if need not in self._tables:
                 raise ModelError(f"plan lacks the table {need!r}")
         self._workers: dict[tuple, tuple | None] = {}
+        self._worker_ports: dict[tuple[int, int], int] | None = None
         self._l2: dict[bytes, int | None] = {}
         self._rdst: dict[int, tuple | None] = {}
 
@@ -248,6 +249,14 @@ class SwitchState:
                         "params": {q["name"]: v for q, v in zip(t.actions[action], val)}})
         return out
 
+    def worker_ports(self) -> dict[tuple[int, int], int]:
+        """(source IPv4 address, source UDP port) -> ingress port of every ``workers`` entry (kept until the
+        table changes)."""
+        if self._worker_ports is None:
+            self._worker_ports = {(e["match"]["src_addr"], e["match"]["src_port"]): e["match"]["ingress_port"]
+                                  for e in self.read("workers")}
+        return self._worker_ports
+
     def _check_entry(self, table: str, action: str, val: tuple) -> None:
         if table == "workers" and action == "set_worker":
             q = dict(zip((x["name"] for x in self._tables["workers"].actions["set_worker"]), val))
@@ -269,6 +278,7 @@ class SwitchState:
             for key, (action, val) in t.entries.items():
                 fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
             self._workers = fast
+            self._worker_ports = None
             self._vec_workers_sync()
         elif table == "l2_forward":
             self._l2 = {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)

@@ -27,7 +27,6 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
 
 from ..errors import P4genError
 from ..plan import Plan
@@ -75,20 +74,13 @@ class UdpSwitch:
         self._agg_port = L.udp_port_min       # the frame's UDP port: an aggregation port, whatever the socket's
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._ports: dict[tuple[int, int], int] = {}
-        self._ports_of: Any = None
         self.datagrams_in = 0
         self.datagrams_out = 0
         self.send_errors = 0
 
     # -- frames ----------------------------------------------------------------
     def _ingress(self, ip: int, port: int) -> int:
-        workers = self.model._workers               # replaced as a whole whenever the table changes
-        if workers is not self._ports_of:
-            self._ports = {(e["match"]["src_addr"], e["match"]["src_port"]): e["match"]["ingress_port"]
-                           for e in self.model.read("workers")}
-            self._ports_of = workers
-        return self._ports.get((ip, port), 0)
+        return self.model.worker_ports().get((ip, port), 0)
 
     def frame(self, data: bytes, src: tuple[str, int]) -> tuple[bytes, int]:
         """The frame a datagram from ``src`` stands for, and its ingress port."""

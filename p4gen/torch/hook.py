@@ -170,7 +170,7 @@ def register(model: torch.nn.parallel.DistributedDataParallel, *, switch: str, p
     on the same job in the same process passes ``resume=`` the first hook
     (closed or not), and goes on from where that one stopped.
     """
-    from ..controller.jobfile import Job, load_job
+    from ..jobfile import Job, load_job
 
     if not isinstance(model, torch.nn.parallel.DistributedDataParallel):
         raise TorchHookError(f"register() needs a DistributedDataParallel model, got {type(model).__name__}")

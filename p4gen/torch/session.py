@@ -44,7 +44,7 @@ from ..host.omni_worker import OmniWorker
 from ..host.packet import Endpoint, datagram_prefix
 from ..host.worker import RttEstimator
 from ..plan import Plan
-from ..wire import Layout, ip as ip_int
+from ..wire import FrameLayout, ip as ip_int
 
 PROTOCOLS = ("switchml", "omnireduce")
 _TSI_LIMIT = 1 << 32
@@ -97,7 +97,7 @@ class SessionStats:
 
 
 def member_from_job(job, plan: Plan, rank: int, world_size: int, switch: str, window: int | None = None) -> Member:
-    """The :class:`Member` for ``rank`` of a controller job file (``p4gen.controller.jobfile.Job``)."""
+    """The :class:`Member` for ``rank`` of a controller job file (``p4gen.jobfile.Job``)."""
     ws = {w.id: w for w in job.workers}
     if world_size != len(job.workers):
         raise TorchHookError(f"the process group has {world_size} ranks; job {job.job} "
@@ -133,7 +133,7 @@ class Session:
         if not (0 < timeout <= max_timeout and stall_timeout > max_timeout):
             raise TorchHookError("timeouts must satisfy 0 < timeout <= max_timeout < stall_timeout")
         self.member = m = member
-        self.layout = Layout(self.plan)
+        self.layout = FrameLayout(self.plan)
         self.timeout, self.max_timeout, self.stall_timeout = timeout, max_timeout, stall_timeout
         self._src = Endpoint(m.mac, ip_int(m.ip), m.udp_port)
         self._dst = Endpoint(m.switch_mac, ip_int(m.switch_ip), m.switch_port)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
-from p4gen.layout.shape import shape_from_dict
+from p4gen.pass_shape import shape_from_dict
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target

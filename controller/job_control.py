@@ -24,13 +24,16 @@ from dataclasses import dataclass, field
 
 from p4.v1 import p4runtime_pb2
 
-from . import bmv2, codec
+from p4gen.emit.p4info import build_p4info
+from p4gen.jobfile import Job, job_rid
+from p4gen.p4runtime import codec
+from p4gen.p4runtime.compare import p4info_diff
+
+from . import bmv2
 from .client import SwitchConnection
 from .entities import Entry, PlanEntities, update
 from .errors import ControllerError, JobConflictError, PipelineError, SwitchError, WriteError
-from .jobfile import Job, job_rid
-from .pipeline import Build, p4info_diff
-from ..emit.p4info import build_p4info
+from .pipeline import Build
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 

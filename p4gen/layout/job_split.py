@@ -36,7 +36,7 @@ from ..stages import step_dependencies
 from ..target import TargetProfile
 from . import search as S
 from .cost import Geometry, Prediction, Workload, ports_per_pipe, predict, workload_problem
-from .shape import PassShape
+from ..pass_shape import PassShape
 
 SPLIT_OBJECTIVES = ("makespan", "sum")
 
@@ -295,12 +295,12 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     mw = max(32, max(j.workload.workers for j in jobs))
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
                      jobs=len(jobs), value_width=max(widths or [32]))
-    ctx = S._Ctx(profile, jobs[0].workload, base, step_dependencies(decision.decision_table(variant, protocol)))
+    ctx = S.SearchContext(profile, jobs[0].workload, base, step_dependencies(decision.decision_table(variant, protocol)))
     layouts = []
     for e, p, mode, pipes, w in S.shapes(profile, protocol, widths or [32]):
         spec = replace(base, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
-        smax = S._largest_slots(ctx, spec, shape)
+        smax = S.largest_slots(ctx, spec, shape)
         if smax >= len(jobs):
             bound = _objective(objective, [_JobModel(profile, j, spec, shape, smax).at(smax).time_s for j in jobs])
             layouts.append((bound, spec, shape, smax))
@@ -323,7 +323,7 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     if best is None:
         raise InfeasibleError(f"the jobs' workers do not fit the ports of {profile.name}'s pipes with any layout")
     # the program's placement: the inner level's, re-checked by the planner when it is built
-    cand = S._candidate(ctx, best.spec, best.shape, best.spec.slots)
+    cand = S.candidate(ctx, best.spec, best.shape, best.spec.slots)
     best.shape = cand.shape if cand else best.shape
     return best, evaluated
 

@@ -30,15 +30,14 @@ from typing import Any
 from ..errors import SpecError
 from ..files import load_toml
 from .cost import ETHERNET_FRAMING_BYTES, Workload
-from .jobs import Job, Split, equal_split, home_pipe, plan_jobs
+from .job_split import Job, Split, equal_split, home_pipe, plan_jobs
+from .workload_args import parse_size, value_widths
 
 _JOB_KEYS = ("name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "ports_per_pipe", "hosts")
 _HOST_KEYS = ("id", "port", "mac", "ip", "udp_port")
 
 
 def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, list[dict]]]:
-    from .cli import parse_size
-
     p = Path(path)
     doc = load_toml(p, "jobs file", SpecError)
     unknown = sorted(set(doc) - {"jobs", "switch_mac"})
@@ -117,7 +116,6 @@ def _toml_job(number: int, plan, workers: list[dict], extra: dict[str, Any], gen
 
 
 def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
-    from .cli import _widths
     from ..files import check_replaceable, stamped, unchanged_since_written, write_atomic
     from .layoutfile import layout_document, layout_text, layout_unchanged
 
@@ -125,7 +123,7 @@ def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
     if objective is None:
         raise SpecError(f"--objective {args.objective!r}: with --jobs use makespan (default) or sum")
     jobs, extra, hosts = load_jobs(args.jobs)
-    split, evaluated = plan_jobs(profile, jobs, objective, args.variant, _widths(args))
+    split, evaluated = plan_jobs(profile, jobs, objective, args.variant, value_widths(args))
     equal = equal_split(profile, jobs, split)
     out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-jobs"
     spec, shape = split.spec, split.shape

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import SpecError
+from .errors import SpecError
 
 PASS_MODES = ("resident", "stream")
 

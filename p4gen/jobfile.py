@@ -16,8 +16,10 @@
     udp_port = 48864             # the worker's UDP source port
 
 Every check that needs only the file and the plan runs in :func:`parse_job`,
-before anything is written; checks against the jobs already on a switch run
-in :mod:`.jobs`.  Each failure is one line that starts with the file name.
+before anything is written; checks against the jobs already on a switch are
+the controller's.  Each failure is one line that starts with the file name.
+The controller, the training hook (:mod:`p4gen.torch`) and the testbed all
+read job files through this module.
 """
 
 from __future__ import annotations
@@ -26,10 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..files import parse_toml, read_text
-from ..plan import Plan
-from . import codec
-from .errors import JobFileError
+from .errors import P4genError
+from .files import parse_toml, read_text
+from .p4runtime import codec
+from .plan import Plan
+
+
+class JobFileError(P4genError):
+    """A job file is unreadable or invalid for the plan."""
+
 
 _TOP = ("job", "mgid", "slot_base", "slot_count", "switch_mac", "workers")
 _WORKER = ("id", "port", "mac", "ip", "udp_port")

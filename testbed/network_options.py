@@ -1,0 +1,90 @@
+"""The network options ``p4gen testbed run``, ``up`` and ``train`` share, and the network they describe.
+
+:func:`add_network_options` declares them (workers, link rate, loss, delay, switch, topology, logs),
+:func:`check_network_options` refuses bad values with one line and :func:`network_from_options` builds
+the (not yet started) :class:`~p4gen.testbed.net.Network`; :func:`unwind_on_sigterm` makes SIGTERM
+unwind like Ctrl-C, so a network's teardown runs either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import tempfile
+from pathlib import Path
+
+from ..cliargs import int_in, number_in
+from .errors import TestbedError
+
+
+def plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False) -> Path:
+    from .plans import build_plan
+
+    return build_plan(protocol, workers, cache, compile_p4)
+
+
+def topology(kind: str, workers: int, mbit: float):
+    from .topo import star, two_level_for
+
+    if kind == "star":
+        return star(workers, mbit)
+    if kind == "two-level":
+        return two_level_for(workers, mbit)
+    raise TestbedError(f"--topo {kind!r} must be star or two-level")
+
+
+def check_network_options(args: argparse.Namespace) -> None:
+    if args.workers < 2:
+        raise TestbedError(f"--workers {args.workers} must be at least 2")
+    if not 0 <= args.loss < 1:
+        raise TestbedError(f"--loss {args.loss} must be in [0, 1)")
+    if args.bw <= 0:
+        raise TestbedError(f"--bw {args.bw} must be positive (Mbit/s)")
+
+
+def network_from_options(args: argparse.Namespace, protocol: str):
+    """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay."""
+    from . import loss, procs
+
+    procs.require()                      # root, Mininet and the tools, before importing Mininet
+    from .net import Network
+    from .nodes import BMv2Switch, pick_switch
+
+    switch = pick_switch(args.switch)
+    why = switch.missing()
+    if why:
+        raise TestbedError(f"--switch {args.switch}: {why}")
+    loss.check_delay(args.delay)
+    topo = topology(args.topo, args.workers, args.bw)
+    plan = plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch)
+    return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
+
+
+def unwind_on_sigterm(fn):
+    """Run ``fn()`` with SIGTERM unwinding like Ctrl-C, so the network's teardown runs either way."""
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    try:
+        return fn()
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def add_network_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3,
+                   help="hosts, one worker each, 2..64 (default 3)")
+    p.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
+    p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0,
+                   help="random loss per link and direction, 0..1 (default 0)")
+    p.add_argument("--delay", default=None, help="link delay such as 5ms (default none; needs netem)")
+    p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto",
+                   help="soft (p4gen's software data plane), bmv2 (simple_switch_grpc running the compiled "
+                        "program) or auto (default: bmv2 when p4c-bm2-ss and simple_switch_grpc are on PATH, "
+                        "else soft)")
+    p.add_argument("--topo", choices=("star", "two-level"), default="star",
+                   help="star (default: every host on the switch) or two-level (racks of hosts under "
+                        "Linux-bridge leaves, the switch as their spine)")
+    p.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
+    p.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
