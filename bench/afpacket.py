@@ -386,14 +386,14 @@ def bmv2_run(ns: Netns, tmp: Path, program_json: Path, plan, cfg: dict, size: in
 
 def bmv2_commands(plan, cfg: dict) -> list[str]:
     """simple_switch_CLI commands for a job_config: table entries and the multicast group."""
-    tables = {t["name"]: t for t in plan.data["tables"]}
-    acts = {x["name"]: x["params"] for x in plan.data["actions"]}
+    tables = {t.name: t for t in plan.tables}
+    acts = {x.name: x.params for x in plan.actions}
     cmds = []
     for t, es in cfg["tables"].items():
         c = "P4genEgress" if t == "result_dst" else "P4genIngress"
         for e in es:
-            keys = " ".join(str(int(e["match"][k["name"]])) for k in tables[t]["keys"])
-            vals = " ".join(str(int(e["params"][q["name"]])) for q in acts[e["action"]])
+            keys = " ".join(str(int(e["match"][k.name])) for k in tables[t].keys)
+            vals = " ".join(str(int(e["params"][q.name])) for q in acts[e["action"]])
             cmds.append(f"table_add {c}.{t} {c}.{e['action']} {keys} => {vals}")
     for mgid, reps in cfg["groups"].items():
         cmds.append(f"mc_mgrp_create {mgid}")
@@ -404,7 +404,7 @@ def bmv2_commands(plan, cfg: dict) -> list[str]:
 
 
 def bmv2_counters(cli, plan) -> dict[str, int]:
-    names = plan.data["params"]["stats"]
+    names = list(plan.stats)
     out = cli([f"counter_read P4genIngress.stats {i}" for i in range(len(names))])
     counts = {int(i): int(pk) for i, _b, pk in re.findall(r"stats\[(\d+)\]=\s*\((\d+) bytes, (\d+) packets\)", out)}
     return {names[i]: c for i, c in counts.items() if c}

@@ -117,7 +117,7 @@ def main() -> int:
         return 1
     plan = Plan.load(out / "plan.json")
     L = W.FrameLayout(plan)
-    slot_bits = int(plan.data["params"]["slot_bits"])
+    slot_bits = int(plan.params.slot_bits)
 
     tag = secrets.token_hex(3)
     ns, pre = f"p4gtest-bm-{tag}", f"p4gt{tag}"
@@ -195,10 +195,10 @@ def main() -> int:
         sent = sum(q.get() for _ in ps)
         for p in ps:
             p.join()
-        out_txt = cli([f"counter_read P4genIngress.stats {i}" for i in range(len(plan.data["params"]["stats"]))])
+        out_txt = cli([f"counter_read P4genIngress.stats {i}" for i in range(len(plan.stats))])
         counts = {int(i): int(pk) for i, _b, pk in re.findall(r"stats\[(\d+)\]=\s*\((\d+) bytes, (\d+) packets\)",
                                                               out_txt)}
-        names = plan.data["params"]["stats"]
+        names = list(plan.stats)
         per = {names[i]: c for i, c in counts.items() if c}
         processed = sum(c for n, c in per.items() if not n.startswith("l2_"))
         if last is None:

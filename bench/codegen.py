@@ -129,7 +129,7 @@ def bench_slots() -> None:
         t1 = time.perf_counter()
         render_p4(plan)
         t2 = time.perf_counter()
-        print(f"  {slots:>6}  {(t1 - t0) * 1000:8.2f}  {(t2 - t1) * 1000:9.2f}  {plan.data['limits']['largest_slots']:>20}")
+        print(f"  {slots:>6}  {(t1 - t0) * 1000:8.2f}  {(t2 - t1) * 1000:9.2f}  {plan.limits.largest_slots:>20}")
         slots *= 4 if slots < 16384 else 2
 
 

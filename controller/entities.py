@@ -2,7 +2,7 @@
 
 :class:`PlanEntities` turns (table, match, action, params) dicts into
 ``p4.v1.Entity`` messages and back, taking every ID, key order and width
-from ``plan.data`` -- nothing here keeps an ID of its own.
+from the plan -- nothing here keeps an ID of its own.
 """
 
 from __future__ import annotations
@@ -24,21 +24,20 @@ class Entry:
     table: str
     match: dict[str, int]
     action: str
-    params: dict[str, int]
+    args: dict[str, int]          # the action's parameters
 
 
 class PlanEntities:
     def __init__(self, plan: Plan):
         self.plan = plan
-        d = plan.data
-        self.tables = {t["name"]: t for t in d["tables"]}
-        self.actions = {a["name"]: a for a in d["actions"]}
-        self.counters = {c["name"]: c for c in d["counters"]}
-        self.registers = {r["name"]: r for r in d["registers"]}
-        self._table_by_id = {t["id"]: t for t in d["tables"]}
-        self._action_by_id = {a["id"]: a for a in d["actions"]}
-        self._counter_by_id = {c["id"]: c for c in d["counters"]}
-        self._register_by_id = {r["id"]: r for r in d["registers"]}
+        self.tables = {t.name: t for t in plan.tables}
+        self.actions = {a.name: a for a in plan.actions}
+        self.counters = {c.name: c for c in plan.counters}
+        self.registers = {r.name: r for r in plan.registers}
+        self._table_by_id = {t.id: t for t in plan.tables}
+        self._action_by_id = {a.id: a for a in plan.actions}
+        self._counter_by_id = {c.id: c for c in plan.counters}
+        self._register_by_id = {r.id: r for r in plan.registers}
 
     # ------------------------------------------------------------ tables
     def table_entry(self, table: str, match: Mapping[str, int], action: str | None = None,
@@ -47,38 +46,38 @@ class PlanEntities:
         t = self.tables[table]
         ent = p4runtime_pb2.Entity()
         te = ent.table_entry
-        te.table_id = t["id"]
-        for fid, k in enumerate(t["keys"], start=1):
+        te.table_id = t.id
+        for fid, k in enumerate(t.keys, start=1):
             fm = te.match.add()
             fm.field_id = fid
-            fm.exact.value = codec.encode(int(match[k["name"]]), k["bits"])
+            fm.exact.value = codec.encode(int(match[k.name]), k.bits)
         if action is not None:
             a = self.actions[action]
             act = te.action.action
-            act.action_id = a["id"]
-            for pid, prm in enumerate(a["params"], start=1):
+            act.action_id = a.id
+            for pid, prm in enumerate(a.params, start=1):
                 p = act.params.add()
                 p.param_id = pid
-                p.value = codec.encode(int((params or {})[prm["name"]]), prm["bits"])
+                p.value = codec.encode(int((params or {})[prm.name]), prm.bits)
         return ent
 
     def table_wildcard(self, table: str) -> p4runtime_pb2.Entity:
         ent = p4runtime_pb2.Entity()
-        ent.table_entry.table_id = self.tables[table]["id"]
+        ent.table_entry.table_id = self.tables[table].id
         return ent
 
     def decode_table_entry(self, te: p4runtime_pb2.TableEntry) -> Entry:
         t = self._table_by_id[te.table_id]
         match = {}
         for fm in te.match:
-            k = t["keys"][fm.field_id - 1]
-            match[k["name"]] = codec.decode(fm.exact.value, k["bits"])
+            k = t.keys[fm.field_id - 1]
+            match[k.name] = codec.decode(fm.exact.value, k.bits)
         a = self._action_by_id[te.action.action.action_id]
-        params = {}
+        args = {}
         for p in te.action.action.params:
-            prm = a["params"][p.param_id - 1]
-            params[prm["name"]] = codec.decode(p.value, prm["bits"])
-        return Entry(t["name"], match, a["name"], params)
+            prm = a.params[p.param_id - 1]
+            args[prm.name] = codec.decode(p.value, prm.bits)
+        return Entry(t.name, match, a.name, args)
 
     # ------------------------------------------------------------ multicast
     @staticmethod
@@ -103,27 +102,26 @@ class PlanEntities:
     # ------------------------------------------------------------ counters and registers
     def counter_wildcard(self, name: str) -> p4runtime_pb2.Entity:
         ent = p4runtime_pb2.Entity()
-        ent.counter_entry.counter_id = self.counters[name]["id"]
+        ent.counter_entry.counter_id = self.counters[name].id
         return ent
 
     def counter_index_name(self, name: str, index: int) -> str:
-        indices = self.counters[name].get("indices") or []
+        indices = self.counters[name].indices
         return indices[index] if index < len(indices) else str(index)
 
     def register_zero(self, name: str) -> p4runtime_pb2.Entity:
         """Every index of register ``name`` set to zero (index unset = the whole array)."""
         r = self.registers[name]
         ent = p4runtime_pb2.Entity()
-        ent.register_entry.register_id = r["id"]
-        ent.register_entry.data.bitstring = codec.encode(0, r["entry_bits"])
+        ent.register_entry.register_id = r.id
+        ent.register_entry.data.bitstring = codec.encode(0, r.entry_bits)
         return ent
 
     def fq_name(self, kind: str, name: str) -> str:
         """The fully qualified P4 name of a register/table/counter (as BMv2's JSON spells it)."""
-        d = self.plan.data
         obj = {"register": self.registers, "table": self.tables, "counter": self.counters}[kind][name]
-        scope = obj.get("scope", "ingress")
-        return f"{d['p4names']['prefix']}{d['p4names'][scope]}.{name}"
+        scope = getattr(obj, "scope", "ingress")
+        return self.plan.p4names.qualified(scope, name)
 
 
 def update(kind: int, entity: p4runtime_pb2.Entity) -> p4runtime_pb2.Update:

@@ -78,9 +78,8 @@ class Controller:
         self.plan = build.plan
         self.conn = conn
         self.ents = PlanEntities(build.plan)
-        p = self.plan.params
-        self.flood_base = int(p["flood_group_base"])
-        self.word_bits = int(p["bitmap_word_bits"])
+        self.flood_base = self.plan.params.flood_group_base
+        self.word_bits = self.plan.params.bitmap_word_bits
 
     # ------------------------------------------------------------ pipeline
     def push(self) -> None:
@@ -120,7 +119,7 @@ class Controller:
             if kind == "table_entry":
                 entry = e.decode_table_entry(ent.table_entry)
                 if entry.table == "workers" and entry.action == "set_worker":
-                    q = entry.params
+                    q = entry.args
                     js = jobs.setdefault(entry.match["job"], JobState(entry.match["job"], q["slot_base"],
                                                                       q["slot_count"], q["mgid"]))
                     js.workers.append(entry)
@@ -173,7 +172,7 @@ class Controller:
                                        f"on the switch at {addr}")
         if job.mgid in st.groups:
             raise JobConflictError(f"{job.source}: multicast group {job.mgid} already exists on the switch at {addr}")
-        size = int(self.plan.table("workers")["size"])
+        size = self.plan.table("workers").size
         used = sum(len(js.workers) for js in st.jobs.values())
         if used + len(job.workers) > size:
             raise JobConflictError(f"{job.source}: job {job.job} needs {len(job.workers)} workers entries; the "
@@ -195,9 +194,9 @@ class Controller:
         for w in job.workers:
             have = st.l2.get(w.mac)
             if have is not None:
-                if have.action != "l2_unicast" or have.params["port"] != w.port:
+                if have.action != "l2_unicast" or have.args["port"] != w.port:
                     raise JobConflictError(f"{job.source}: l2_forward sends {codec.format_mac(w.mac)} elsewhere "
-                                           f"({have.action} {have.params}) on the switch at {addr}")
+                                           f"({have.action} {have.args}) on the switch at {addr}")
                 continue
             if w.mac not in seen_macs:
                 seen_macs.add(w.mac)
@@ -225,13 +224,13 @@ class Controller:
             ups.append((DELETE, e.table_entry("workers", w.match), w))
         if js.mgid in st.groups:
             ups.append((DELETE, e.group(js.mgid), st.groups[js.mgid]))
-        rids = {job_rid(self.plan, job_id, w.params["worker_id"]) for w in js.workers}
+        rids = {job_rid(self.plan, job_id, w.args["worker_id"]) for w in js.workers}
         macs = set()
         for rid in sorted(rids):
             if rid in st.result_dst:
                 ups.append((DELETE, e.table_entry("result_dst", {"rid": rid}), st.result_dst[rid]))
-                macs.add(st.result_dst[rid].params["dst_mac"])
-        kept_macs = {r.params["dst_mac"] for rid, r in st.result_dst.items() if rid not in rids}
+                macs.add(st.result_dst[rid].args["dst_mac"])
+        kept_macs = {r.args["dst_mac"] for rid, r in st.result_dst.items() if rid not in rids}
         for mac in sorted(macs - kept_macs):
             if mac in st.l2:
                 ups.append((DELETE, e.table_entry("l2_forward", {"dst_addr": mac}), st.l2[mac]))
@@ -285,10 +284,10 @@ class Controller:
                 mine = e.decode_table_entry(ent.table_entry) if kind == INSERT else old
                 key = (mine.table, tuple(sorted(mine.match.items())))
                 now = entries.get(key)
-                if kind == INSERT and now is not None and (now.action, now.params) == (mine.action, mine.params):
+                if kind == INSERT and now is not None and (now.action, now.args) == (mine.action, mine.args):
                     out.append(update(DELETE, e.table_entry(mine.table, mine.match)))
                 elif kind == DELETE and now is None:
-                    out.append(update(INSERT, e.table_entry(old.table, old.match, old.action, old.params)))
+                    out.append(update(INSERT, e.table_entry(old.table, old.match, old.action, old.args)))
                 continue
             mgid, reps = e.decode_group(ent.packet_replication_engine_entry.multicast_group_entry)
             now = groups.get(mgid)
@@ -320,7 +319,7 @@ class Controller:
     # ------------------------------------------------------------ counters and registers
     def counters(self, name: str = "stats") -> dict[str, tuple[int, int]]:
         """Stat name -> (packets, bytes), in the plan's index order."""
-        out = {n: (0, 0) for n in self.plan.counter(name).get("indices", [])}
+        out = {n: (0, 0) for n in self.plan.counter(name).indices}
         for ent in self.conn.read([self.ents.counter_wildcard(name)]):
             c = ent.counter_entry
             out[self.ents.counter_index_name(name, c.index.index)] = (c.data.packet_count, c.data.byte_count)
@@ -337,7 +336,7 @@ class Controller:
         UNIMPLEMENTED to the P4Runtime writes gets the Thrift path too.
         """
         self.check_pipeline()
-        names = [r["name"] for r in self.plan.data["registers"]]
+        names = [r.name for r in self.plan.registers]
         if not self.build.device_config:
             try:
                 self.conn.write(update(MODIFY, self.ents.register_zero(n)) for n in names)

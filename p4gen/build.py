@@ -79,15 +79,18 @@ def _sha(data: bytes) -> str:
 
 
 class BuildResult:
-    """One build: where it was written, its key, whether the cache had it, its plan and file digests.
+    """One build: where it was written, its key, whether the cache had it, its plan, its report and its
+    file digests.
 
-    ``plan_data`` is plan.json as parsed JSON; ``plan`` the :class:`~p4gen.plan.Plan` (made on first
-    use when the build came from :func:`build_direct`)."""
+    ``plan`` is the :class:`~p4gen.plan.Plan` (parsed on first use when the build came from
+    :func:`build_direct`); ``report`` is report.json as parsed JSON, which a warm build reads instead of
+    parsing its plan."""
 
     def __init__(self, out_dir: Path, key: str, cache_hit: bool, plan: "Plan | None" = None,
-                 files: dict[str, str] | None = None, plan_json: bytes | None = None):
+                 files: dict[str, str] | None = None, plan_json: bytes | None = None,
+                 report_json: bytes | None = None):
         self.out_dir, self.key, self.cache_hit, self.files = out_dir, key, cache_hit, dict(files or {})
-        self._plan, self._plan_json = plan, plan_json
+        self._plan, self._plan_json, self._report_json = plan, plan_json, report_json
 
     @property
     def plan(self) -> "Plan":
@@ -98,8 +101,12 @@ class BuildResult:
         return self._plan
 
     @property
-    def plan_data(self) -> dict:
-        return self._plan.data if self._plan is not None else json.loads(self._plan_json)
+    def report(self) -> dict:
+        if self._report_json is None:
+            from .emit.report import report_dict
+
+            return report_dict(self.plan)
+        return json.loads(self._report_json)
 
     def __repr__(self) -> str:
         return f"BuildResult(out_dir={self.out_dir!r}, key={self.key!r}, cache_hit={self.cache_hit!r})"
@@ -278,7 +285,7 @@ def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache:
     key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape)
     write_outputs([(out_dir, _with_marker(key, files))], force)
     return BuildResult(out_dir=Path(out_dir), key=key, cache_hit=hit, plan=plan,
-                       files={n: _sha(d) for n, d in files.items()})
+                       files={n: _sha(d) for n, d in files.items()}, report_json=files["report.json"])
 
 
 # -- direct mode: raw inputs -> build key ------------------------------------------
@@ -310,7 +317,7 @@ def build_direct(dkey: str, out_dir: str | Path, *, force: bool = False) -> Buil
     out = Path(out_dir)
     write_outputs([(out_dir, _with_marker(key, files))], force)
     return BuildResult(out_dir=out, key=key, cache_hit=True, files={n: _sha(d) for n, d in files.items()},
-                       plan_json=files["plan.json"])
+                       plan_json=files["plan.json"], report_json=files.get("report.json"))
 
 
 def remember_direct(dkey: str, key: str) -> None:
@@ -364,5 +371,6 @@ def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, 
     except P4genError as exc:
         raise type(exc)(f"{exc}; nothing was written (a build for several targets writes all of them or none)") \
             from None
-    return [BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()})
+    return [BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()},
+                        report_json=files["report.json"])
             for out, (key, files, plan, hit) in zip(outs, made)]

@@ -199,11 +199,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
 def _report_builds(args: argparse.Namespace, results: list, t0: float) -> int:
     dt = time.perf_counter() - t0
     for res in results:
-        d = res.plan_data
-        p = d["params"]
-        print(f"built {d['protocol']} ({d['variant']}) for {d['target']['name']}: "
-              f"slots={p['slots']} elements_per_packet={p['elements_per_packet']} passes={p['passes']} "
-              f"max_workers={p['max_workers']} -> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'})")
+        r = res.report
+        print(f"built {r['protocol']} ({r['variant']}) for {r['target']}: "
+              f"slots={r['slots']} elements_per_packet={r['elements_per_packet']} passes={r['passes']} "
+              f"max_workers={r['max_workers']} -> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'})")
         for name in sorted(res.files):
             print(f"  {res.out_dir / name}")
     print(f"{len(results)} build(s) in {dt * 1000:.0f} ms")

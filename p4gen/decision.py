@@ -7,12 +7,15 @@ observations made by earlier steps and names an operation from
 lives in the Plan (``plan.json``) and is the single definition read by
 
 * the P4 templates, which render every step as a table with const entries;
-* the software data plane (``p4gen.switch.model``), which executes it;
+* the software data plane (``p4gen.switch``), which executes it;
 * the verifier (``p4gen.verify``), which encodes it in Z3.
 
-Rules are matched first-to-last; ``"*"`` matches any value.  ``expand``
-turns a step into one exact entry per combination of its keys, which is
-what the P4 tables hold.
+A table is a :class:`DecisionTable` of :class:`Step` and :class:`Outcome`
+rules (frozen; :meth:`DecisionTable.from_dict` reads and checks the JSON
+form, :meth:`DecisionTable.to_dict` writes it).  Rules are matched
+first-to-last; ``"*"`` matches any value.  :func:`expand` turns a step into
+one exact entry per combination of its keys, which is what the P4 tables
+hold.
 
 plan.json carries the table twice: the rules under ``decision`` and their
 expansion, the ``dt_*`` tables with const entries, under ``tables`` (which
@@ -25,7 +28,8 @@ refuses such a plan on load, so every reader sees one decision.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from . import ops
 
@@ -60,6 +64,174 @@ STATS = [
     "l2_flood",          # other traffic, flooded
 ]
 DROP_REASONS = {"absorbed", "drop_duplicate", "drop_stale"}
+
+
+@dataclass(frozen=True)
+class Codes:
+    """The integer codes the P4 program, the model and the verifier share: of every register operation
+    (role -> op -> code), of every observation's values (observation -> value name -> code) and of every
+    outcome action."""
+    ops: Mapping[str, Mapping[str, int]]
+    observations: Mapping[str, Mapping[str, int]]
+    outcomes: Mapping[str, int]
+
+    def op(self, role: str, name: str) -> int:
+        return self.ops[role][name]
+
+    def observation(self, key: str, value: str) -> int:
+        return self.observations[key][value]
+
+    def outcome(self, action: str) -> int:
+        return self.outcomes[action]
+
+    def observation_names(self, key: str) -> list[str]:
+        """The value names of observation ``key``, in code order."""
+        return sorted(self.observations[key], key=self.observations[key].get)
+
+
+class FrozenMap(dict):
+    """A dict that refuses changes (the mappings inside frozen dataclasses); it pickles, unlike a mappingproxy,
+    so plans and tables cross process pools."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a FrozenMap cannot be changed")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse
+
+    def __reduce__(self):
+        return (FrozenMap, (dict(self),))
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.items())))
+
+
+def _frozen(m: Mapping[str, str]) -> Mapping[str, str]:
+    return FrozenMap(m)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of a register step: when ``match`` holds (observation -> value, or "*"), run ``op``."""
+    match: Mapping[str, str]
+    op: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"match": dict(self.match), "op": self.op}
+
+
+@dataclass(frozen=True)
+class OutcomeRule:
+    """One rule of the outcome step: when ``match`` holds, take ``action`` and count the packet under ``stat``."""
+    match: Mapping[str, str]
+    action: str
+    stat: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"match": dict(self.match), "action": self.action, "stat": self.stat}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One register step: its register role, the observations it keys on, the one it yields, its rules."""
+    name: str
+    role: str
+    keys: tuple[str, ...]
+    yields: str | None
+    rules: tuple[Rule, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.role, "keys": list(self.keys), "yields": self.yields,
+                "rules": [r.to_dict() for r in self.rules]}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The outcome step: what happens to the packet, by the observations made."""
+    keys: tuple[str, ...]
+    rules: tuple[OutcomeRule, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"keys": list(self.keys), "rules": [r.to_dict() for r in self.rules]}
+
+
+@dataclass(frozen=True)
+class DecisionTable:
+    """A protocol variant's decision: its register steps in pipeline order and its outcome."""
+    protocol: str
+    variant: str
+    assumption: str
+    steps: tuple[Step, ...]
+    outcome: Outcome
+
+    def step(self, role: str) -> Step | None:
+        """The step of register role ``role``, or None."""
+        return next((s for s in self.steps if s.role == role), None)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(s.role for s in self.steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"protocol": self.protocol, "variant": self.variant, "assumption": self.assumption,
+                "steps": [s.to_dict() for s in self.steps], "outcome": self.outcome.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], protocol: str | None = None) -> "DecisionTable":
+        """Read a table's JSON form and check it (:func:`validate`).  A malformed document raises
+        KeyError (a missing key), TypeError or ValueError; a rule set that is not total, LookupError."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a decision table must be an object, not {type(d).__name__}")
+
+        def strings(v: Any, what: str) -> tuple[str, ...]:
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise TypeError(f"{what} must be a list of names")
+            return tuple(v)
+
+        def match(r: Any, what: str) -> Mapping[str, str]:
+            if not isinstance(r, Mapping):
+                raise TypeError(f"{what} must be an object")
+            m = r["match"]
+            if not isinstance(m, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in m.items()):
+                raise TypeError(f"{what}.match must map observations to value names")
+            return _frozen(m)
+
+        steps = []
+        raw_steps = d["steps"]
+        if not isinstance(raw_steps, list):
+            raise TypeError("the decision table's steps must be a list")
+        for i, st in enumerate(raw_steps):
+            if not isinstance(st, Mapping):
+                raise TypeError(f"decision step {i} must be an object")
+            name, role, yields = st["name"], st["role"], st["yields"]
+            if not isinstance(name, str) or not isinstance(role, str) or not (yields is None or isinstance(yields, str)):
+                raise TypeError(f"decision step {i}: name and role must be names, yields a name or null")
+            if not isinstance(st["rules"], list):
+                raise TypeError(f"decision step {name!r}: rules must be a list")
+            rules = []
+            for j, r in enumerate(st["rules"]):
+                m = match(r, f"decision step {name!r} rule {j}")
+                if not isinstance(r["op"], str):
+                    raise TypeError(f"decision step {name!r} rule {j}: op must be a name")
+                rules.append(Rule(m, r["op"]))
+            steps.append(Step(name, role, strings(st["keys"], f"decision step {name!r} keys"), yields, tuple(rules)))
+        out = d["outcome"]
+        if not isinstance(out, Mapping) or not isinstance(out["rules"], list):
+            raise TypeError("the decision table's outcome must be an object with a list of rules")
+        orules = []
+        for j, r in enumerate(out["rules"]):
+            m = match(r, f"outcome rule {j}")
+            if not isinstance(r["action"], str) or not isinstance(r["stat"], str):
+                raise TypeError(f"outcome rule {j}: action and stat must be names")
+            orules.append(OutcomeRule(m, r["action"], r["stat"]))
+        prot = d.get("protocol", protocol if protocol is not None else "switchml")
+        variant, assumption = d.get("variant", ""), d.get("assumption", "")
+        if not all(isinstance(x, str) for x in (prot, variant, assumption)):
+            raise TypeError("the decision table's protocol, variant and assumption must be text")
+        table = cls(prot, variant, assumption, tuple(steps),
+                    Outcome(strings(out["keys"], "outcome keys"), tuple(orules)))
+        validate(table)
+        return table
+
 
 _REFERENCE: dict[str, Any] = {
     "variant": "reference",
@@ -162,34 +334,34 @@ _OMNIREDUCE: dict[str, Any] = {
     "outcome": _HARDENED["outcome"],
 }
 
+STANDARD_CODES = Codes(
+    FrozenMap({role: FrozenMap({op: i for i, op in enumerate(names)}) for role, names in ops.OPS.items()}),
+    FrozenMap({k: FrozenMap(v) for k, v in CODES.items()}), FrozenMap(OUTCOME_CODES))
+"""The codes this p4gen's operations report (``p4gen.ops``); every plan carries these."""
+
 TABLES = {"reference": _REFERENCE, "hardened": _HARDENED}
 PROTOCOL_TABLES = {("switchml", "reference"): _REFERENCE, ("switchml", "hardened"): _HARDENED,
                    ("omnireduce", "hardened"): _OMNIREDUCE}
 
 
-def decision_table(variant: str, protocol: str = "switchml") -> dict[str, Any]:
-    """A fresh copy of the decision table of ``protocol`` / ``variant`` (validated)."""
-    import copy
-
-    table = copy.deepcopy(PROTOCOL_TABLES[(protocol, variant)])
-    table["protocol"] = protocol
-    validate(table)
-    return table
+def decision_table(variant: str, protocol: str = "switchml") -> DecisionTable:
+    """The decision table of ``protocol`` / ``variant`` (validated)."""
+    return DecisionTable.from_dict({**PROTOCOL_TABLES[(protocol, variant)], "protocol": protocol})
 
 
-def rule_matches(match: dict[str, str], obs: dict[str, str]) -> bool:
+def rule_matches(match: Mapping[str, str], obs: Mapping[str, str]) -> bool:
     return all(v == "*" or obs.get(k) == v for k, v in match.items())
 
 
-def lookup(rules: list[dict[str, Any]], obs: dict[str, str]) -> dict[str, Any]:
+def lookup(rules, obs: Mapping[str, str]):
     """First rule whose match holds for ``obs``."""
     for rule in rules:
-        if rule_matches(rule["match"], obs):
+        if rule_matches(rule.match, obs):
             return rule
-    raise LookupError(f"no rule matches {obs}")
+    raise LookupError(f"no rule matches {dict(obs)}")
 
 
-def expand(keys: list[str], rules: list[dict[str, Any]]) -> list[tuple[dict[str, str], dict[str, Any]]]:
+def expand(keys, rules) -> list[tuple[dict[str, str], Any]]:
     """One (observation combination, rule) pair per combination of ``keys``."""
     out = []
     for combo in itertools.product(*(OBSERVATIONS[k] for k in keys)):
@@ -198,68 +370,76 @@ def expand(keys: list[str], rules: list[dict[str, Any]]) -> list[tuple[dict[str,
     return out
 
 
-def validate(table: dict[str, Any]) -> None:
-    """Check that every step only uses earlier observations and known ops."""
-    available: set[str] = {"data"} if table.get("protocol") == "omnireduce" else set()
-    for step in table["steps"]:
-        for key in step["keys"]:
+def validate(table: DecisionTable) -> None:
+    """Check that every step only uses earlier observations and known ops, and that every step is total."""
+    available: set[str] = {"data"} if table.protocol == "omnireduce" else set()
+    for step in table.steps:
+        if step.role not in ops.OPS:
+            raise ValueError(f"decision step {step.name!r}: unknown register role {step.role!r}")
+        for key in step.keys:
             if key not in available:
-                raise ValueError(f"decision step {step['name']!r} keys on {key!r} before it is observed")
-        for rule in step["rules"]:
-            if rule["op"] not in ops.OPS[step["role"]]:
-                raise ValueError(f"decision step {step['name']!r}: unknown op {rule['op']!r}")
-            for k, v in rule["match"].items():
-                if k not in step["keys"] or (v != "*" and v not in OBSERVATIONS[k]):
-                    raise ValueError(f"decision step {step['name']!r}: bad match {k}={v!r}")
-        expand(step["keys"], step["rules"])  # total: every combination matches
-        if step["yields"]:
-            available.add(step["yields"])
-    out = table["outcome"]
-    for key in out["keys"]:
+                raise ValueError(f"decision step {step.name!r} keys on {key!r} before it is observed")
+        for rule in step.rules:
+            if rule.op not in ops.OPS[step.role]:
+                raise ValueError(f"decision step {step.name!r}: unknown op {rule.op!r}")
+            for k, v in rule.match.items():
+                if k not in step.keys or (v != "*" and v not in OBSERVATIONS[k]):
+                    raise ValueError(f"decision step {step.name!r}: bad match {k}={v!r}")
+        expand(step.keys, step.rules)  # total: every combination matches
+        if step.yields:
+            if step.yields not in OBSERVATIONS:
+                raise ValueError(f"decision step {step.name!r} yields the unknown observation {step.yields!r}")
+            available.add(step.yields)
+    out = table.outcome
+    for key in out.keys:
         if key not in available:
             raise ValueError(f"outcome keys on {key!r} before it is observed")
-    for rule in out["rules"]:
-        if rule["action"] not in OUTCOME_CODES or rule["stat"] not in STATS:
-            raise ValueError(f"outcome rule {rule} names an unknown action or stat")
-    expand(out["keys"], out["rules"])
+    for rule in out.rules:
+        if rule.action not in OUTCOME_CODES or rule.stat not in STATS:
+            raise ValueError(f"outcome rule {rule.to_dict()} names an unknown action or stat")
+        for k, v in rule.match.items():
+            if k not in out.keys or (v != "*" and v not in OBSERVATIONS[k]):
+                raise ValueError(f"outcome rule {rule.to_dict()}: bad match {k}={v!r}")
+    expand(out.keys, out.rules)
 
 
 def _entry_text(obs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in obs.items())
 
 
-def p4_tables(table: dict[str, Any], op_codes: dict[str, dict[str, int]]) -> tuple[list[dict], list[dict]]:
-    """The P4 tables of ``table`` and their actions, without P4Runtime IDs: ``(tables, actions)``.
+def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], list[dict]]:
+    """The P4 tables of ``table`` and their actions, without P4Runtime IDs: ``(tables, actions)``, in
+    plan.json's form.
 
     One ``dt_<step>`` table per step (action ``set_<step>_op(op)``) and
     ``dt_outcome`` (action ``set_outcome(outcome, stat)``), each with one
     const entry per combination of its keys, in :func:`expand` order.
-    ``op_codes`` maps role -> op name -> code (the plan's ``params.op_codes``).
+    ``op_codes`` maps role -> op name -> code (the plan's op codes).
     """
     tables: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
 
-    def keys(names: list[str]) -> list[dict[str, Any]]:
+    def keys(names) -> list[dict[str, Any]]:
         return [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in names]
 
-    for st in table["steps"]:
-        act = f"set_{st['name']}_op"
+    for st in table.steps:
+        act = f"set_{st.name}_op"
         actions.append({"name": act, "scope": "ingress", "params": [{"name": "op", "bits": 8}]})
-        codes = op_codes[st["role"]]
+        codes = op_codes[st.role]
         entries = [{"match": {k: CODES[k][v] for k, v in obs.items()}, "action": act,
-                    "args": {"op": codes[rule["op"]]}, "comment": f"{_entry_text(obs)} -> {rule['op']}"}
-                   for obs, rule in expand(st["keys"], st["rules"])]
-        tables.append({"name": f"dt_{st['name']}", "scope": "ingress", "size": max(1, len(entries)),
-                       "keys": keys(st["keys"]), "actions": [act], "default_action": act,
+                    "args": {"op": codes[rule.op]}, "comment": f"{_entry_text(obs)} -> {rule.op}"}
+                   for obs, rule in expand(st.keys, st.rules)]
+        tables.append({"name": f"dt_{st.name}", "scope": "ingress", "size": max(1, len(entries)),
+                       "keys": keys(st.keys), "actions": [act], "default_action": act,
                        "default_args": {"op": codes.get("nop", 0)}, "const": True, "entries": entries})
-    out = table["outcome"]
+    out = table.outcome
     actions.append({"name": "set_outcome", "scope": "ingress",
                     "params": [{"name": "outcome", "bits": 8}, {"name": "stat", "bits": 8}]})
     entries = [{"match": {k: CODES[k][v] for k, v in obs.items()}, "action": "set_outcome",
-                "args": {"outcome": OUTCOME_CODES[rule["action"]], "stat": STATS.index(rule["stat"])},
-                "comment": f"{_entry_text(obs)} -> {rule['action']} ({rule['stat']})"}
-               for obs, rule in expand(out["keys"], out["rules"])]
-    tables.append({"name": "dt_outcome", "scope": "ingress", "size": len(entries), "keys": keys(out["keys"]),
+                "args": {"outcome": OUTCOME_CODES[rule.action], "stat": STATS.index(rule.stat)},
+                "comment": f"{_entry_text(obs)} -> {rule.action} ({rule.stat})"}
+               for obs, rule in expand(out.keys, out.rules)]
+    tables.append({"name": "dt_outcome", "scope": "ingress", "size": len(entries), "keys": keys(out.keys),
                    "actions": ["set_outcome"], "default_action": "set_outcome",
                    "default_args": {"outcome": OUTCOME_CODES["drop"], "stat": STATS.index("drop_duplicate")},
                    "const": True, "entries": entries})
@@ -277,8 +457,7 @@ def p4_tables_mismatch(data: dict[str, Any]) -> str | None:
     Raises ValueError (or LookupError / KeyError / TypeError) when the
     decision table itself is not valid.
     """
-    table = data["decision"]
-    validate(table)
+    table = DecisionTable.from_dict(data["decision"], data.get("protocol"))
     want_tables, want_actions = p4_tables(table, data["params"]["op_codes"])
     have = {t["name"]: t for t in data["tables"] if str(t.get("name", "")).startswith("dt_")}
     want = {t["name"]: t for t in want_tables}
@@ -313,9 +492,3 @@ def p4_tables_mismatch(data: dict[str, Any]) -> str | None:
             return f"'actions' {w['name']} is not the action the decision's tables use ({w['params']})"
     return None
 
-
-def step(table: dict[str, Any], role: str) -> dict[str, Any] | None:
-    for s in table["steps"]:
-        if s["role"] == role:
-            return s
-    return None

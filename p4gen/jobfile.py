@@ -67,15 +67,15 @@ class Job:
 
 def job_rid(plan: Plan, job: int, worker_id: int) -> int:
     """Replication id of a job's worker: unique per (job, worker); ``result_dst`` maps it to the worker."""
-    return 1 + job * int(plan.params["max_workers"]) + worker_id
+    return 1 + job * plan.params.max_workers + worker_id
 
 
 def _key_bits(plan: Plan, table: str, key: str) -> int:
-    return next(k["bits"] for k in plan.table(table)["keys"] if k["name"] == key)
+    return next(k.bits for k in plan.table(table).keys if k.name == key)
 
 
 def _param_bits(plan: Plan, action: str, param: str) -> int:
-    return next(p["bits"] for p in plan.action(action)["params"] if p["name"] == param)
+    return next(p.bits for p in plan.action(action).params if p.name == param)
 
 
 def load_job(path: str | Path, plan: Plan) -> Job:
@@ -108,7 +108,7 @@ def parse_job(doc: Mapping[str, Any], plan: Plan, source: str = "job") -> Job:
     if unknown:
         raise fail(f"unknown key {unknown[0]!r}; known keys: {', '.join(_TOP)}")
     p = plan.params
-    slots, max_workers, flood_base = int(p["slots"]), int(p["max_workers"]), int(p["flood_group_base"])
+    slots, max_workers, flood_base = p.slots, p.max_workers, p.flood_group_base
     job_bits = _key_bits(plan, "workers", "job")
     job = integer(doc, "job", "job", 0, (1 << job_bits) - 1, f"the workers table's {job_bits}-bit job key")
     mgid = integer(doc, "mgid", "mgid", 1, flood_base - 1,

@@ -1,10 +1,14 @@
 """The Plan IR: everything downstream of the planner reads this, and only this.
 
-A Plan is a JSON document (``plan.json``) with a versioned schema.  It
-holds the normalised spec, the target profile, the header layout, the
-register arrays and their stages, the P4 tables and their P4Runtime IDs,
-the decision table and the resource table.  Emitters, the software data
-plane, the verifier and the controller all take a :class:`Plan`.
+A Plan is a JSON document (``plan.json``) with a versioned schema.  It holds
+the normalised spec, the target profile, the header layout, the register
+arrays and their stages, the P4 tables and their P4Runtime IDs, the decision
+table, the observation/outcome/op codes, the packet counter's indices and the
+resource table.  :meth:`Plan.from_json` parses it once into the frozen
+dataclasses below and checks it once; every emitter, the software switch, the
+verifier, the controller, the testbed and the host side then read attributes
+(``plan.params.slots``, ``plan.codes.outcome("drop")``, ``plan.stats``), never
+keys of the JSON document.
 
 The decision logic is stored twice, for readers of plan.json: the rules
 (``decision``) and their expansion into the ``dt_*`` const-entry tables
@@ -18,133 +22,449 @@ the tables.
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from .errors import PlanError
+from . import decision as dmod
+from . import ops
+from .decision import Codes, DecisionTable, FrozenMap
+from .errors import P4genError, PlanError
 from .files import parse_json, read_text
+from .spec import MAX_SLOTS, MAX_WORKERS, PROTOCOLS, VALUE_WIDTHS, Spec, make_spec
+from .target import TargetProfile, profile_from_mapping
 
 SCHEMA = "p4gen.plan/1"
 
-# the top-level keys of plan.json and their JSON types; every list holds objects
-_REQUIRED: dict[str, type] = {
-    "schema": str, "generator": dict, "spec": dict, "target": dict, "protocol": str, "variant": str,
-    "params": dict, "headers": list, "metadata": list, "registers": list, "stages": list, "tables": list,
-    "actions": list, "counters": list, "decision": dict, "resources": dict, "p4names": dict,
-}
 _JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
               bool: "a boolean", type(None): "null"}
 
 
+def _kind(value: Any) -> str:
+    return _JSON_TYPE.get(type(value), "that")
+
+
+class _Reader:
+    """Reads one JSON document into dataclasses, naming the place of the first problem."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, msg: str) -> PlanError:
+        return PlanError(f"{self.source}: {msg}")
+
+    def get(self, obj: Mapping[str, Any], key: str, where: str) -> Any:
+        if key not in obj:
+            raise self.fail(f"{where} lacks the key {key!r}") if where else PlanError(
+                f"{self.source} lacks the key {key!r}")
+        return obj[key]
+
+    def typed(self, value: Any, kind: type, where: str) -> Any:
+        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+        if kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok:
+            raise self.fail(f"{where} must be {_JSON_TYPE[kind]}, not {_kind(value)}")
+        return value
+
+    def obj(self, value: Any, where: str) -> Mapping[str, Any]:
+        return self.typed(value, dict, where)
+
+    def items(self, value: Any, where: str) -> list[Mapping[str, Any]]:
+        self.typed(value, list, where)
+        for i, item in enumerate(value):
+            self.typed(item, dict, f"{where}[{i}]")
+        return value
+
+    def int_map(self, value: Any, where: str) -> Mapping[str, int]:
+        self.obj(value, where)
+        for k, v in value.items():
+            self.typed(v, int, f"{where}.{k}")
+        return FrozenMap(dict(value))
+
+    def record(self, cls: type, value: Any, where: str, **fixed: Any) -> Any:
+        """An instance of dataclass ``cls`` from the object ``value``: every field of a JSON type is read
+        and type-checked (fields with defaults may be absent); ``fixed`` gives the others."""
+        self.obj(value, where)
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in fixed:
+                kwargs[f.name] = fixed[f.name]
+                continue
+            if f.name not in value:
+                if f.default is dataclasses.MISSING:
+                    raise self.fail(f"{where} lacks the key {f.name!r}")
+                continue
+            v = value[f.name]
+            kind = _FIELD_KINDS.get(f.type)
+            if kind is None:
+                raise TypeError(f"{cls.__name__}.{f.name}: no reader for {f.type}")
+            kwargs[f.name] = kind(self, v, f"{where}.{f.name}")
+        return cls(**kwargs)
+
+
+def _opt(kind: type):
+    def read(r: _Reader, v: Any, where: str):
+        return None if v is None else r.typed(v, kind, where)
+    return read
+
+
+def _names(r: _Reader, v: Any, where: str) -> tuple[str, ...]:
+    r.typed(v, list, where)
+    return tuple(r.typed(x, str, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def _ints(r: _Reader, v: Any, where: str) -> tuple[int, ...]:
+    r.typed(v, list, where)
+    return tuple(r.typed(x, int, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+_FIELD_KINDS = {
+    "int": lambda r, v, w: r.typed(v, int, w), "str": lambda r, v, w: r.typed(v, str, w),
+    "bool": lambda r, v, w: r.typed(v, bool, w), "float": lambda r, v, w: float(r.typed(v, float, w)),
+    "int | None": _opt(int), "str | None": _opt(str), "float | None": _opt(float),
+    "tuple[str, ...]": _names, "tuple[int, ...] | None": lambda r, v, w: None if v is None else _ints(r, v, w),
+    "Mapping[str, int]": lambda r, v, w: r.int_map(v, w),
+}
+
+
+# ---------------------------------------------------------------------------------------------- parts
+
+@dataclass(frozen=True)
+class Generator:
+    name: str
+    version: str
+
+
+@dataclass(frozen=True)
+class Params:
+    """The numbers every consumer needs: sizes, the pass layout, widths, ports and message types."""
+    max_workers: int
+    jobs: int
+    slots: int
+    copies: int
+    elements_per_packet: int
+    elements_per_pass: int
+    passes: int
+    pass_bits: int
+    pass_mode: str
+    pass_pipes: int
+    value_width: int
+    lanes: int
+    bitmap_words: int
+    bitmap_word_bits: int
+    slot_bits: int
+    udp_port_min: int
+    udp_port_max: int
+    exponent_bias: int
+    flood_group_base: int
+    recirc_port: int
+    msg_contribution: int
+    msg_result: int
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    bits: int
+
+
+@dataclass(frozen=True)
+class Header:
+    name: str
+    fields: tuple[Field, ...]
+    bytes: int
+    repeat: int = 1
+    internal: bool = False
+
+
+@dataclass(frozen=True)
+class Register:
+    name: str
+    role: str
+    entries: int
+    lane_bits: int
+    lanes: int
+    entry_bits: int
+    index: str
+    stage: int
+    sram_blocks: int
+    id: int
+    word: int | None = None
+    elements: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    index: int
+    registers: tuple[str, ...]
+    alus_used: int
+    sram_blocks_used: int
+    tables: tuple[str, ...] = ()
+    alus_limit: int | None = None
+    sram_blocks_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    field: str
+    bits: int
+    match: str
+
+
+@dataclass(frozen=True)
+class Entry:
+    match: Mapping[str, int]
+    action: str
+    args: Mapping[str, int]
+    comment: str
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    scope: str
+    size: int
+    keys: tuple[Key, ...]
+    actions: tuple[str, ...]
+    default_action: str
+    const: bool
+    id: int
+    default_args: Mapping[str, int] | None = None
+    entries: tuple[Entry, ...] = ()
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    scope: str
+    params: tuple[Field, ...]
+    id: int
+
+
+@dataclass(frozen=True)
+class Counter:
+    name: str
+    scope: str
+    size: int
+    unit: str
+    indices: tuple[str, ...]
+    id: int
+
+
+@dataclass(frozen=True)
+class Resources:
+    stages_used: int
+    stages_limit: int | None
+    alus_used: int
+    alus_limit: int | None
+    sram_blocks_used: int
+    sram_blocks_limit: int | None
+    phv_bits_used: int
+    phv_bits_limit: int | None
+    passes: int
+    passes_limit: int
+    register_bits: int
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The other variant of the same spec: whether it fits, and what it would cost."""
+    variant: str
+    fits: bool
+    why: str | None = None
+    register_arrays: int | None = None
+    register_arrays_delta: int | None = None
+    stages: int | None = None
+    stages_delta: int | None = None
+    sram_blocks: int | None = None
+    sram_blocks_delta: int | None = None
+    register_bits_delta: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    largest_slots: int
+
+
+@dataclass(frozen=True)
+class P4Names:
+    ingress: str
+    egress: str
+    prefix: str
+
+    def qualified(self, scope: str, name: str) -> str:
+        """The fully qualified P4 name of an object of control ``scope`` (as P4Info and BMv2 spell it)."""
+        return f"{self.prefix}{self.ingress if scope == 'ingress' else self.egress}.{name}"
+
+
+_FIELD_KINDS.update({
+    "Mapping[str, int] | None": lambda r, v, w: None if v is None else r.int_map(v, w),
+})
+
+# the top-level keys of plan.json and their JSON types; every list holds objects
+_REQUIRED: dict[str, type] = {
+    "schema": str, "generator": dict, "spec": dict, "target": dict, "protocol": str, "variant": str,
+    "requested_variant": str, "params": dict, "headers": list, "metadata": list, "registers": list,
+    "stages": list, "tables": list, "actions": list, "counters": list, "decision": dict, "resources": dict,
+    "alternative": dict, "limits": dict, "p4names": dict,
+}
+_PARAM_CODES = ("op_codes", "codes", "outcome_codes", "stats")
+
+
+# ---------------------------------------------------------------------------------------------- the plan
+
 @dataclass(frozen=True)
 class Plan:
-    data: dict[str, Any]
-    source: str = "plan"
+    """One build's plan.  Construct it with :meth:`from_json`, :meth:`from_dict` or :meth:`load`."""
+    generator: Generator
+    spec: Spec
+    requested_variant: str
+    target: TargetProfile
+    protocol: str
+    variant: str
+    params: Params
+    codes: Codes
+    stats: tuple[str, ...]
+    headers: tuple[Header, ...]
+    metadata: tuple[Field, ...]
+    registers: tuple[Register, ...]
+    stages: tuple[Stage, ...]
+    tables: tuple[Table, ...]
+    actions: tuple[Action, ...]
+    counters: tuple[Counter, ...]
+    decision: DecisionTable
+    resources: Resources
+    alternative: Alternative
+    limits: Limits
+    p4names: P4Names
+    source: str = dataclasses.field(default="plan", compare=False)     # where it was read from, for messages
 
-    def __post_init__(self) -> None:
-        if "decision" in self.data or "tables" in self.data:
-            check_decision(self.data, self.source)
+    # -- views --------------------------------------------------------------------------------
+    @property
+    def arch(self) -> str:
+        return self.target.arch
 
-    def with_decision(self, table: dict[str, Any]) -> "Plan":
+    @property
+    def schema(self) -> str:
+        return SCHEMA
+
+    def header(self, name: str) -> Header:
+        for h in self.headers:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def registers_of(self, role: str) -> list[Register]:
+        return [r for r in self.registers if r.role == role]
+
+    def register(self, name: str) -> Register:
+        for r in self.registers:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def action(self, name: str) -> Action:
+        for a in self.actions:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def counter(self, name: str) -> Counter:
+        for c in self.counters:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def stat(self, name: str) -> int:
+        """The index of stat ``name`` in the packet counter."""
+        return self.stats.index(name)
+
+    # -- changes ------------------------------------------------------------------------------
+    def with_decision(self, table: DecisionTable | Mapping[str, Any]) -> "Plan":
         """This plan with ``table`` as its decision and the ``dt_*`` tables re-derived from it.
 
         The table's steps must be those of this plan (the same step names:
         other steps need other registers, i.e. a new ``p4gen build``).  The
         P4Runtime IDs of the tables and actions are kept.
         """
-        from . import decision as dmod
-
-        data = copy.deepcopy(self.data)
-        table = copy.deepcopy(dict(table))
-        table.setdefault("protocol", data.get("protocol", "switchml"))
+        data = self.to_dict()
         try:
-            dmod.validate(table)
+            if not isinstance(table, DecisionTable):
+                table = DecisionTable.from_dict(table, self.protocol)
             new_tables, new_actions = dmod.p4_tables(table, data["params"]["op_codes"])
         except (KeyError, LookupError, TypeError, ValueError) as exc:
             raise PlanError(f"the decision table is not valid: {exc}") from None
         old_t = {t["name"]: t for t in data["tables"]}
         old_a = {a["name"]: a for a in data["actions"]}
         if {t["name"] for t in new_tables} != {n for n in old_t if n.startswith("dt_")}:
-            raise PlanError(f"the decision table's steps ({', '.join(s['name'] for s in table['steps'])}) are not "
-                            f"those of this plan ({', '.join(s['name'] for s in self.decision['steps'])}); "
+            raise PlanError(f"the decision table's steps ({', '.join(s.name for s in table.steps)}) are not "
+                            f"those of this plan ({', '.join(s.name for s in self.decision.steps)}); "
                             f"other steps need a new layout: run p4gen build")
         for new, old in [(t, old_t[t["name"]]) for t in new_tables] + [(a, old_a[a["name"]]) for a in new_actions]:
             pid = old.get("id")
             old.clear()
             old.update(new, id=pid)
-        data["decision"] = table
-        return Plan(data, self.source)
+        data["decision"] = table.to_dict()
+        return Plan.from_dict(data, self.source)
 
-    # -- convenient views -------------------------------------------------
-    @property
-    def params(self) -> dict[str, Any]:
-        return self.data["params"]
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """plan.json as a JSON-able document."""
+        def plain(obj: Any) -> Any:
+            if dataclasses.is_dataclass(obj):
+                return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                        if not (getattr(obj, f.name) is None and f.default is None)}
+            if isinstance(obj, Mapping):
+                return {k: plain(v) for k, v in obj.items()}
+            if isinstance(obj, tuple):
+                return [plain(x) for x in obj]
+            return obj
 
-    @property
-    def target(self) -> dict[str, Any]:
-        return self.data["target"]
+        params = plain(self.params)
+        params.update(op_codes=plain(self.codes.ops), codes=plain(self.codes.observations),
+                      outcome_codes=plain(self.codes.outcomes), stats=list(self.stats))
+        stages = [{k: v for k, v in plain(s).items() if not (k == "tables" and not v)} for s in self.stages]
+        headers = []
+        for h in self.headers:
+            d = plain(h)
+            if h.repeat == 1 and h.name != "data":
+                d.pop("repeat")
+            if not h.internal:
+                d.pop("internal")
+            headers.append(d)
+        tables = []
+        for t in self.tables:
+            d = plain(t)
+            if not t.const:
+                d.pop("entries")
+            tables.append(d)
+        return {
+            "schema": SCHEMA, "generator": plain(self.generator), "spec": self.spec.to_dict(),
+            "requested_variant": self.requested_variant, "target": self.target.to_dict(),
+            "protocol": self.protocol, "variant": self.variant, "params": params, "headers": headers,
+            "metadata": plain(self.metadata), "registers": plain(self.registers), "stages": stages,
+            "tables": tables, "actions": plain(self.actions), "counters": plain(self.counters),
+            "decision": self.decision.to_dict(), "resources": plain(self.resources),
+            "alternative": plain(self.alternative), "limits": plain(self.limits), "p4names": plain(self.p4names),
+        }
 
-    @property
-    def arch(self) -> str:
-        return self.data["target"]["arch"]
-
-    @property
-    def variant(self) -> str:
-        return self.data["variant"]
-
-    @property
-    def decision(self) -> dict[str, Any]:
-        return self.data["decision"]
-
-    def header(self, name: str) -> dict[str, Any]:
-        for h in self.data["headers"]:
-            if h["name"] == name:
-                return h
-        raise KeyError(name)
-
-    def registers(self, role: str) -> list[dict[str, Any]]:
-        return [r for r in self.data["registers"] if r["role"] == role]
-
-    def table(self, name: str) -> dict[str, Any]:
-        for t in self.data["tables"]:
-            if t["name"] == name:
-                return t
-        raise KeyError(name)
-
-    def action(self, name: str) -> dict[str, Any]:
-        for a in self.data["actions"]:
-            if a["name"] == name:
-                return a
-        raise KeyError(name)
-
-    def counter(self, name: str) -> dict[str, Any]:
-        for c in self.data["counters"]:
-            if c["name"] == name:
-                return c
-        raise KeyError(name)
-
-    # -- serialisation ----------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps(self.data, indent=2, sort_keys=True) + "\n"
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_json(cls, text: str, source: str = "plan.json") -> "Plan":
-        data = parse_json(text, source, PlanError)
-        if not isinstance(data, dict):
-            raise PlanError(f"{source} must hold a JSON object")
-        if data.get("schema") != SCHEMA:
-            raise PlanError(f"{source} has schema {data.get('schema')!r}; this p4gen reads {SCHEMA!r}")
-        for key, kind in _REQUIRED.items():
-            if key not in data:
-                raise PlanError(f"{source} lacks the key {key!r}")
-            _check_type(source, key, data[key], kind)
-            if kind is list:
-                for i, item in enumerate(data[key]):
-                    _check_type(source, f"{key}[{i}]", item, dict)
-        return cls(data, source)
+        return cls.from_dict(parse_json(text, source, PlanError), source)
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
@@ -155,16 +475,166 @@ class Plan:
             raise PlanError(f"{str(p)!r} does not exist (run p4gen build first)")
         return cls.from_json(read_text(p, "plan", PlanError), str(p))
 
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "plan") -> "Plan":
+        """Check the plan.json document ``data`` and parse it (one PlanError line on the first problem)."""
+        return _parse(data, source)
 
-def _check_type(source: str, where: str, value: Any, kind: type) -> None:
-    if not isinstance(value, kind):
-        raise PlanError(f"{source}: {where} must be {_JSON_TYPE[kind]}, not {_JSON_TYPE.get(type(value), 'that')}")
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+def _parse(data: Any, source: str) -> Plan:
+    r = _Reader(source)
+    if not isinstance(data, dict):
+        raise PlanError(f"{source} must hold a JSON object")
+    if data.get("schema") != SCHEMA:
+        raise PlanError(f"{source} has schema {data.get('schema')!r}; this p4gen reads {SCHEMA!r}")
+    for key, kind in _REQUIRED.items():
+        r.get(data, key, "")
+        r.typed(data[key], kind, key)
+        if kind is list:
+            r.items(data[key], key)
+    protocol, variant = data["protocol"], data["variant"]
+    if protocol not in PROTOCOLS:
+        raise r.fail(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
+    allowed = ("hardened",) if protocol == "omnireduce" else ("reference", "hardened")
+    if variant not in allowed:
+        raise r.fail(f"variant={variant!r} must be one of {', '.join(allowed)} for protocol {protocol}")
+    raw = data["params"]
+    for name, lo, hi in (("max_workers", 2, MAX_WORKERS), ("slots", 1, MAX_SLOTS)):
+        v = raw.get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise r.fail(f"{name}={v!r} must be an integer in {lo}..{hi}")
+    width = raw.get("value_width")
+    if isinstance(width, bool) or not isinstance(width, int) or width not in VALUE_WIDTHS:
+        raise r.fail(f"value_width={width!r} must be one of {', '.join(map(str, VALUE_WIDTHS))}")
+    params = r.record(Params, {k: v for k, v in raw.items() if k not in _PARAM_CODES}, "params")
+    _check_params(r, params)
+    for key in ("registers", "headers"):
+        if not data[key]:
+            raise r.fail(f"{key} must be a non-empty list (got [])")
+    check_decision(data, source)
+    table = DecisionTable.from_dict(data["decision"], protocol)
+    codes = Codes(_code_maps(r, r.get(raw, "op_codes", "params"), "params.op_codes"),
+                  _code_maps(r, r.get(raw, "codes", "params"), "params.codes"),
+                  r.int_map(r.get(raw, "outcome_codes", "params"), "params.outcome_codes"))
+    stats = _names(r, r.get(raw, "stats", "params"), "params.stats")
+    _check_codes(r, codes, stats)
+
+    def records(cls, key: str, read=None) -> tuple:
+        return tuple((read or (lambda v, w: r.record(cls, v, w)))(v, f"{key}[{i}]")
+                     for i, v in enumerate(data[key]))
+
+    def header(v, w):
+        fields = tuple(r.record(Field, f, f"{w}.fields[{j}]") for j, f in enumerate(r.items(r.get(v, "fields", w),
+                                                                                           f"{w}.fields")))
+        return r.record(Header, v, w, fields=fields)
+
+    def table_(v, w):
+        keys = tuple(r.record(Key, k, f"{w}.keys[{j}]") for j, k in enumerate(r.items(r.get(v, "keys", w), f"{w}.keys")))
+        entries = tuple(r.record(Entry, e, f"{w}.entries[{j}]", match=r.int_map(r.get(e, "match", w), f"{w}.entries[{j}].match"),
+                                 args=r.int_map(r.get(e, "args", w), f"{w}.entries[{j}].args"))
+                        for j, e in enumerate(r.items(v.get("entries", []), f"{w}.entries")))
+        return r.record(Table, v, w, keys=keys, entries=entries)
+
+    def action(v, w):
+        prms = tuple(r.record(Field, p, f"{w}.params[{j}]") for j, p in enumerate(r.items(r.get(v, "params", w),
+                                                                                          f"{w}.params")))
+        return r.record(Action, v, w, params=prms)
+
+    try:
+        spec = make_spec(**r.obj(data["spec"], "spec"))
+    except (P4genError, TypeError) as exc:
+        raise r.fail(f"spec: {exc}") from None
+    try:
+        target = profile_from_mapping(dict(data["target"]), "in the plan")
+    except P4genError as exc:
+        raise r.fail(str(exc)) from None
+    plan = Plan(
+        generator=r.record(Generator, data["generator"], "generator"), spec=spec,
+        requested_variant=data["requested_variant"], target=target, protocol=protocol, variant=variant,
+        params=params, codes=codes, stats=stats, headers=records(Header, "headers", header),
+        metadata=records(Field, "metadata"), registers=records(Register, "registers"),
+        stages=records(Stage, "stages"), tables=records(Table, "tables", table_),
+        actions=records(Action, "actions", action), counters=records(Counter, "counters"), decision=table,
+        resources=r.record(Resources, data["resources"], "resources"),
+        alternative=r.record(Alternative, data["alternative"], "alternative"),
+        limits=r.record(Limits, data["limits"], "limits"), p4names=r.record(P4Names, data["p4names"], "p4names"),
+        source=source)
+    _check_program(r, plan)
+    return plan
+
+
+def _code_maps(r: _Reader, value: Any, where: str) -> Mapping[str, Mapping[str, int]]:
+    r.obj(value, where)
+    return FrozenMap({k: r.int_map(v, f"{where}.{k}") for k, v in value.items()})
+
+
+def _int_in(r: _Reader, name: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi:
+        raise r.fail(f"{name}={value} must be an integer in {lo}..{hi}")
+
+
+def _check_params(r: _Reader, p: Params) -> None:
+    _int_in(r, "max_workers", p.max_workers, 2, MAX_WORKERS)
+    _int_in(r, "slots", p.slots, 1, MAX_SLOTS)
+    if p.value_width not in VALUE_WIDTHS:
+        raise r.fail(f"value_width={p.value_width!r} must be one of {', '.join(map(str, VALUE_WIDTHS))}")
+    words = math.ceil(p.max_workers / p.bitmap_word_bits) if p.bitmap_word_bits > 0 else -1
+    if p.bitmap_word_bits != 32 or p.bitmap_words != words:
+        raise r.fail(f"bitmap_words={p.bitmap_words!r} x bitmap_word_bits={p.bitmap_word_bits!r} must be "
+                     f"{math.ceil(p.max_workers / 32)} x 32 for max_workers={p.max_workers}")
+    if p.passes < 1 or p.elements_per_pass * p.passes != p.elements_per_packet or p.elements_per_pass % p.lanes:
+        raise r.fail(f"elements_per_packet={p.elements_per_packet} is not passes={p.passes} x elements_per_pass="
+                     f"{p.elements_per_pass} of whole {p.lanes}-lane register entries")
+
+
+def _check_codes(r: _Reader, codes: Codes, stats: tuple[str, ...]) -> None:
+    """The codes must be this p4gen's: they are what its operations (``p4gen.ops``) report."""
+    want_ops = {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
+    for name, have, want in (("op_codes", codes.ops, want_ops), ("codes", codes.observations, dmod.CODES),
+                             ("outcome_codes", codes.outcomes, dmod.OUTCOME_CODES)):
+        if json.loads(json.dumps(have, default=dict)) != want:
+            raise r.fail(f"params.{name} are not the codes this p4gen's operations report ({want})")
+    missing = [s for s in dmod.STATS if s not in stats]
+    if missing or len(set(stats)) != len(stats):
+        raise r.fail(f"params.stats must name each of {', '.join(dmod.STATS)} once (it lacks {missing[0]!r})"
+                     if missing else "params.stats names a stat twice")
+
+
+def _check_program(r: _Reader, plan: Plan) -> None:
+    """What every reader relies on: the counter, the writable tables, value registers that cover a pass."""
+    counter = next((c for c in plan.counters if c.name == "stats"), None)
+    if counter is None or list(counter.indices) != list(plan.stats) or counter.size != len(plan.stats):
+        raise r.fail("counters must hold 'stats', one index per stat of params.stats")
+    names = {t.name for t in plan.tables}
+    for need in ("workers", "l2_forward", "result_dst"):
+        if need not in names:
+            raise r.fail(f"tables lacks the table {need!r}")
+    acts = {a.name for a in plan.actions}
+    for t in plan.tables:
+        bad = [a for a in t.actions + (t.default_action,) if a not in acts]
+        if bad:
+            raise r.fail(f"table {t.name} names the action {bad[0]!r}, which actions lacks")
+    roles = set(plan.decision.roles)
+    regs = {r_.role for r_ in plan.registers}
+    if roles - regs:
+        raise r.fail(f"the decision table has a {sorted(roles - regs)[0]} step but registers has no such array")
+    values = plan.registers_of("values")
+    if len({v.entries for v in values}) > 1:
+        raise r.fail("the value registers differ in size")
+    for v in values:
+        if v.lane_bits != plan.params.value_width or not v.elements:
+            raise r.fail(f"value register {v.name} must hold {plan.params.value_width}-bit lanes and name its elements")
+    cols = sorted(c for v in values for c in v.elements)
+    if values and cols != list(range(plan.params.elements_per_pass)):
+        raise r.fail("the value registers do not cover each element of a pass exactly once")
+    if plan.protocol != "omnireduce" and any("data" in s.keys for s in plan.decision.steps + (plan.decision.outcome,)):
+        raise r.fail("the decision table observes 'data', which only an omnireduce plan's parser provides")
 
 
 def check_decision(data: dict[str, Any], source: str = "plan") -> None:
     """Refuse (PlanError, one line) a plan whose ``dt_*`` tables are not the expansion of its ``decision``."""
-    from . import decision as dmod
-
     try:
         why = dmod.p4_tables_mismatch(data)
     except (KeyError, LookupError, TypeError, ValueError, AttributeError) as exc:

@@ -409,9 +409,9 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> F
 # ---------------------------------------------------------------------------
 # P4 program structure: tables, actions, counters and their P4Runtime IDs
 
-def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list[dict[str, Any]],
-             profile: TargetProfile) -> tuple[list, list, list, list]:
-    jobs_x_workers = plan_params["jobs"] * plan_params["max_workers"]
+def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.DecisionTable,
+             registers: list[dict[str, Any]]) -> tuple[list, list, list, list]:
+    jobs_x_workers = spec.jobs * spec.max_workers
     actions: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
 
@@ -434,7 +434,7 @@ def _program(plan_params: dict[str, Any], table: dict[str, Any], registers: list
     tables.append({"name": "l2_forward", "scope": "ingress", "size": 1024,
                    "keys": [{"name": "dst_addr", "field": "ethernet.dst_addr", "bits": 48, "match": "exact"}],
                    "actions": [l2_unicast, l2_flood], "default_action": l2_flood, "const": False})
-    dt_tables, dt_actions = decision.p4_tables(table, plan_params["op_codes"])
+    dt_tables, dt_actions = decision.p4_tables(table, op_codes)
     actions.extend(dt_actions)
     tables.extend(dt_tables)
     set_dst = action("set_result_dst", [("dst_mac", 48), ("dst_ip", 32), ("dst_port", 16)], scope="egress")
@@ -498,6 +498,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
     lay = fit(spec, profile, shape)
     table = decision.decision_table(lay.variant, spec.protocol)
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+    op_codes = {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
     params = {
         "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
         "elements_per_packet": lay.elements, "elements_per_pass": lay.per_pass, "passes": lay.passes,
@@ -507,7 +508,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "udp_port_min": UDP_PORT_MIN, "udp_port_max": UDP_PORT_MAX, "exponent_bias": EXPONENT_BIAS,
         "flood_group_base": _flood_group_base(profile), "recirc_port": RECIRC_PORT[profile.arch],
         "msg_contribution": 0, "msg_result": 1,
-        "op_codes": {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()},
+        "op_codes": op_codes,
         "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),
     }
     headers = [{"name": n, "fields": [{"name": f, "bits": b} for f, b in fields],
@@ -519,7 +520,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         name, fields = pass_header(lay.mode)
         headers.append({"name": name, "internal": True, "fields": [{"name": f, "bits": b} for f, b in fields],
                         "bytes": sum(b for _, b in fields) // 8})
-    tables, actions, counters, p4regs = _program({**params}, table, lay.registers, profile)
+    tables, actions, counters, p4regs = _program(spec, op_codes, table, lay.registers)
     for r, p in zip(lay.registers, p4regs):
         r["id"] = p["id"]
     norm_spec = spec.to_dict()
@@ -540,11 +541,11 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "tables": tables,
         "actions": actions,
         "counters": counters,
-        "decision": table,
+        "decision": table.to_dict(),
         "resources": _resources(profile, lay),
         "alternative": _alternative(profile, spec, lay, shape),
         "limits": {"largest_slots": _largest_slots(profile, spec, lay.variant, lay.elements, shape)},
         "p4names": {"ingress": "P4genIngress", "egress": "P4genEgress",
                     "prefix": "pipe." if profile.is_tna else ""},
     }
-    return Plan(data)
+    return Plan.from_dict(data)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .decision import DecisionTable
 from .pass_shape import PassShape
 from .target import TargetProfile
 
@@ -30,14 +31,14 @@ def shape_problem(profile: TargetProfile, shape: PassShape, elements: int) -> st
     return None
 
 
-def step_dependencies(table: dict[str, Any]) -> dict[str, set[str]]:
+def step_dependencies(table: DecisionTable) -> dict[str, set[str]]:
     """Register role -> roles whose results its decision step keys on (they run in earlier stages)."""
-    yielded = {s["yields"]: s["role"] for s in table["steps"] if s["yields"]}
-    return {s["role"]: {yielded[k] for k in s["keys"] if k in yielded} for s in table["steps"]}
+    yielded = {s.yields: s.role for s in table.steps if s.yields}
+    return {s.role: {yielded[k] for k in s.keys if k in yielded} for s in table.steps}
 
 
 def place(profile: TargetProfile, regs: list[dict[str, Any]], placement: dict[str, int],
-           table: dict[str, Any]) -> str | None:
+           table: DecisionTable) -> str | None:
     """Put each register in its stage of ``placement``; why the placement is not valid, or None.
 
     The rules: stage 0 holds the worker look-up, so registers sit in stages 1..stages-1; a

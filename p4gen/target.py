@@ -112,7 +112,7 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".toml")] for p in files.iterdir() if p.name.endswith(".toml"))
 
 
-def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
+def profile_from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
     known = set(_INT_FIELDS) | set(_STR_FIELDS) | set(_FLOAT_FIELDS)
     unknown = sorted(set(data) - known)
     if unknown:
@@ -162,7 +162,7 @@ def _from_mapping(data: dict[str, Any], source: str) -> TargetProfile:
 
 
 def load_target_file(path: str | Path) -> TargetProfile:
-    return _from_mapping(load_toml(path, "target file", TargetError), str(path))
+    return profile_from_mapping(load_toml(path, "target file", TargetError), str(path))
 
 
 def load_target(name: str) -> TargetProfile:
@@ -170,4 +170,4 @@ def load_target(name: str) -> TargetProfile:
     if name not in names:
         raise TargetError(f"unknown target {name!r}; known targets: {', '.join(names)} (or pass --target-file PATH)")
     text = (_TARGETS / f"{name}.toml").read_text(encoding="utf-8")
-    return _from_mapping(tomllib.loads(text), "builtin")
+    return profile_from_mapping(tomllib.loads(text), "builtin")

@@ -1,4 +1,4 @@
-"""The wire format derived from ``plan["headers"]`` (the only copy of the layout).
+"""The wire format derived from ``plan.headers`` (the only copy of the layout).
 
 Every header in the plan is a list of fields ``{name, bits}`` in network
 byte order, most significant bit first; the ``data`` header repeats
@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from .errors import P4genError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .plan import Plan
 
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
@@ -89,55 +93,50 @@ class Slot:
     raw: bool                # unit is a bytes string (e.g. 48-bit MAC)
 
 
-def _plan_data(plan: Any) -> dict[str, Any]:
-    return plan.data if hasattr(plan, "data") else plan
-
-
 class FrameLayout:
     """Byte layout of aggregation frames, computed from a plan's headers."""
 
-    def __init__(self, plan: Any):
-        data = _plan_data(plan)
-        params = data["params"]
+    def __init__(self, plan: "Plan"):
+        params = plan.params
         self.params = params
         self.headers: dict[str, Header] = {}
         offset = 0
         data_hdr = None
-        for h in data["headers"]:
-            if h.get("internal"):
+        for h in plan.headers:
+            if h.internal:
                 continue
             fields, bit = [], 0
-            for f in h["fields"]:
-                fields.append(Field(h["name"], f["name"], int(f["bits"]), bit))
-                bit += int(f["bits"])
+            for f in h.fields:
+                fields.append(Field(h.name, f.name, f.bits, bit))
+                bit += f.bits
             if bit % 8:
-                raise PacketError(f"plan header {h['name']!r} is {bit} bits, not whole bytes")
-            hdr = Header(h["name"], offset, bit // 8, tuple(fields))
-            self.headers[h["name"]] = hdr
-            if h["name"] == "data":
+                raise PacketError(f"plan header {h.name!r} is {bit} bits, not whole bytes")
+            hdr = Header(h.name, offset, bit // 8, tuple(fields))
+            self.headers[h.name] = hdr
+            if h.name == "data":
                 data_hdr = h
-                offset += hdr.nbytes * int(h.get("repeat", 1))
+                offset += hdr.nbytes * h.repeat
             else:
                 offset += hdr.nbytes
         missing = [n for n in FIXED_HEADERS + ("data",) if n not in self.headers]
         if missing:
             raise PacketError(f"plan headers lack {missing[0]!r}")
-        widths = {f["bits"] for f in data_hdr["fields"]}
+        widths = {f.bits for f in data_hdr.fields}
         if len(widths) != 1 or widths.pop() not in (8, 16, 32, 64):
             raise PacketError("plan data header must hold values of one width of 8, 16, 32 or 64 bits")
-        self.value_width = int(data_hdr["fields"][0]["bits"])
-        self.passes = int(data_hdr.get("repeat", 1))
-        self.elements_per_pass = len(data_hdr["fields"])
+        self.value_width = data_hdr.fields[0].bits
+        self.passes = data_hdr.repeat
+        self.elements_per_pass = len(data_hdr.fields)
         self.elements = self.passes * self.elements_per_pass
         self.values_offset = self.headers["data"].offset
         self.frame_len = offset                          # eth .. last data header
         self.value_dtype = np.dtype(f">u{self.value_width // 8}")
         self.native_dtype = np.dtype(f"u{self.value_width // 8}")
-        self.udp_port_min = int(params["udp_port_min"])
-        self.udp_port_max = int(params["udp_port_max"])
+        self.udp_port_min = params.udp_port_min
+        self.udp_port_max = params.udp_port_max
         # OmniReduce: the data header follows agg only when agg.flags bit 0 is set (else the packet
         # is header-only and carries just agg.next, the worker's next non-zero block offset)
-        self.omni = data.get("protocol", "switchml") == "omnireduce"
+        self.omni = plan.protocol == "omnireduce"
         agg_fields = {f.name for f in self.headers["agg"].fields}
         if self.omni and not {"flags", "next"} <= agg_fields:
             raise PacketError("an omnireduce plan's agg header must hold 'flags' and 'next'")

@@ -235,7 +235,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
                        _chunks(protocol, size, layout))
     if spec is None:
-        win = min(win, int(plan.params["slots"]))
+        win = min(win, plan.params.slots)
         spec = net.job_spec(slot_count=win)
         net.program(spec)
     else:

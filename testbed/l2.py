@@ -73,7 +73,7 @@ class KernelL2:
         """Bridge ``front`` (port -> interface) and steer aggregation frames (``plan``'s UDP ports) to the
         P4 process's interfaces."""
         self.front = dict(front)
-        lo, hi = int(plan.params["udp_port_min"]), int(plan.params["udp_port_max"])
+        lo, hi = plan.params.udp_port_min, plan.params.udp_port_max
         br = self.bridge
         self._run(f"ip link add {br} type bridge stp_state 0 forward_delay 0")
         self._run(f"ip link set {br} up")

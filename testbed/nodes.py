@@ -49,10 +49,10 @@ class _Marked:
 
     net_id = "p4g0000"
 
-    def _popen(self, cmd, **params):
-        env = params.get("env") or {}
-        params["env"] = procs.marked_env(self.net_id, {k: v for k, v in env.items() if k != procs.MARK})
-        return super()._popen(cmd, **params)
+    def _popen(self, cmd, **opts):
+        env = opts.get("env") or {}
+        opts["env"] = procs.marked_env(self.net_id, {k: v for k, v in env.items() if k != procs.MARK})
+        return super()._popen(cmd, **opts)
 
     def _own_namespace(self) -> None:
         # IPv6 would put router solicitations and MLD reports on every link; the loopback is down in a
@@ -70,10 +70,10 @@ class TestbedHost(_Marked, Host):
 
     __test__ = False          # not a pytest test class despite the name
 
-    def __init__(self, name, net_id: str | None = None, **params):
+    def __init__(self, name, net_id: str | None = None, **opts):
         if net_id:
             self.net_id = net_id
-        super().__init__(name, **params)
+        super().__init__(name, **opts)
         self._own_namespace()
 
 
@@ -90,12 +90,12 @@ class Leaf(_Marked, LinuxBridge):
 
         pathCheck("brctl", moduleName="bridge-utils")
 
-    def __init__(self, name, net_id: str | None = None, **params):
+    def __init__(self, name, net_id: str | None = None, **opts):
         self.controlIntf = None
         if net_id:
             self.net_id = net_id
-        params["inNamespace"] = True
-        super().__init__(name, **params)
+        opts["inNamespace"] = True
+        super().__init__(name, **opts)
         self._own_namespace()
 
     def pin(self, macs: dict[str, str]) -> None:
@@ -118,7 +118,7 @@ class P4Switch(_Marked, Switch):
                                        # without loss or late results (None: the links bound the window)
 
     def __init__(self, name, plan: str | Path | None = None, workdir: str | Path | None = None,
-                 net_id: str | None = None, **params):
+                 net_id: str | None = None, **opts):
         if plan is None:
             raise TestbedError(f"switch {name} needs a build directory (plan=...)")
         self.plan_dir = Path(plan)
@@ -130,8 +130,8 @@ class P4Switch(_Marked, Switch):
         self.proc: procs.Proc | None = None
         self.starts = 0
         self.controlIntf = None
-        params["inNamespace"] = True
-        super().__init__(name, **params)
+        opts["inNamespace"] = True
+        super().__init__(name, **opts)
         self._own_namespace()
         self.l2 = KernelL2(self)
 
@@ -236,8 +236,8 @@ class SoftSwitch(P4Switch):
     round_frames = 8
     round_max = 0.004
 
-    def __init__(self, name, **params):
-        super().__init__(name, **params)
+    def __init__(self, name, **opts):
+        super().__init__(name, **opts)
         self.config_path = self.workdir / f"{name}-config.json"
         self.config: dict | None = None
 
@@ -293,8 +293,8 @@ class BMv2Switch(P4Switch):
     thrift_port = 9090
     cpu_port = 510
 
-    def __init__(self, name, **params):
-        super().__init__(name, **params)
+    def __init__(self, name, **opts):
+        super().__init__(name, **opts)
         self.p4runtime = f"127.0.0.1:{self.grpc_port}"
         self.jobs: tuple = ()
         if not (self.plan_dir / "program.json").is_file():

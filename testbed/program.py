@@ -62,7 +62,7 @@ class JobSpec:
 
 
 def rid_base(plan: Plan, job: int) -> int:
-    return 1 + job * int(plan.params["max_workers"])
+    return 1 + job * plan.params.max_workers
 
 
 def json_config(plan: Plan, *specs: JobSpec) -> dict[str, Any]:
@@ -87,7 +87,7 @@ def json_config(plan: Plan, *specs: JobSpec) -> dict[str, Any]:
         ports.update(spec.ports)
     cfg["tables"]["l2_forward"] = [{"match": {"dst_addr": m}, "action": "l2_unicast", "params": {"port": p}}
                                    for m, p in l2.items()]
-    base = int(plan.params["flood_group_base"])
+    base = plan.params.flood_group_base
     for p in sorted(ports):
         cfg["groups"][str(base + p)] = [[q, 0] for q in sorted(ports) if q != p]
     return cfg

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from p4gen.extras import lacking
+from p4gen.plan import Plan
 
 from .errors import JobError, TestbedError
 from .network_options import (add_network_options, check_network_options, network_from_options,
@@ -50,7 +51,7 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     if protocol not in PROTOCOLS:
         raise TestbedError(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
     if protocol != "gloo":
-        built = json.loads((net.plan_dir / "plan.json").read_text())["protocol"]
+        built = Plan.load(net.plan_dir).protocol
         if built != protocol:
             raise TestbedError(f"--protocol {protocol}: the switch's build is for {built}")
     topo = net.topo

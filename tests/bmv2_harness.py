@@ -221,16 +221,15 @@ CONTROL = {"result_dst": "P4genEgress"}       # the control block of each table 
 
 def table_commands(plan: Plan, cfg: dict, extra: list[tuple[str, dict, str, dict]] = ()) -> list[str]:
     """simple_switch_CLI ``table_add`` commands for the table entries of a control-plane config."""
-    data = plan.data
-    tables = {t["name"]: t for t in data["tables"]}
-    acts = {a["name"]: a["params"] for a in data["actions"]}
+    tables = {t.name: t for t in plan.tables}
+    acts = {a.name: a.params for a in plan.actions}
     cmds = []
     entries = [(t, e["match"], e["action"], e["params"]) for t, es in cfg["tables"].items() for e in es] + list(extra)
     for table, match, action, params in entries:
         c = CONTROL.get(table, "P4genIngress")
-        keys = [_fmt(W.mac(match[k["name"]]) if isinstance(match[k["name"]], str) and ":" in match[k["name"]]
-                     else match[k["name"]]) for k in tables[table]["keys"]]
-        vals = [_fmt(params[q["name"]]) for q in acts[action]]
+        keys = [_fmt(W.mac(match[k.name]) if isinstance(match[k.name], str) and ":" in match[k.name]
+                     else match[k.name]) for k in tables[table].keys]
+        vals = [_fmt(params[q.name]) for q in acts[action]]
         cmds.append(f"table_add {c}.{table} {c}.{action} {' '.join(keys)} => {' '.join(vals)}")
     return cmds
 
@@ -331,15 +330,15 @@ def drain(socks: dict[int, socket.socket]) -> None:
 
 def read_registers(sw: Bmv2, plan: Plan) -> dict[str, list[int]]:
     """Every register of the plan, entry by entry, as BMv2 holds it (lane i at bits i*lane_bits and up)."""
-    regs = plan.data["registers"]
-    out = sw.cli([f"register_read P4genIngress.{r['name']}" for r in regs])
+    regs = plan.registers
+    out = sw.cli([f"register_read P4genIngress.{r.name}" for r in regs])
     found = {name: [int(v) for v in vals.split(",") if v.strip()]
              for name, vals in re.findall(r"P4genIngress\.(\w+)=\s*([0-9, ]*)", out)}
     for r in regs:
-        if len(found.get(r["name"], [])) != r["entries"]:
-            raise RuntimeError(f"register_read of {r['name']} gave {len(found.get(r['name'], []))} of "
-                               f"{r['entries']} entries: {out[-1500:]}")
-    return {r["name"]: found[r["name"]] for r in regs}
+        if len(found.get(r.name, [])) != r.entries:
+            raise RuntimeError(f"register_read of {r.name} gave {len(found.get(r.name, []))} of "
+                               f"{r.entries} entries: {out[-1500:]}")
+    return {r.name: found[r.name] for r in regs}
 
 
 I64_MAX = 2 ** 63 - 1
@@ -364,12 +363,12 @@ def register_mismatches(bm_regs: dict[str, list[int]], m_regs: dict[str, list[in
 def model_registers(model, plan: Plan) -> dict[str, list[int]]:
     """The model's registers in BMv2's packing (lane i at bits i*lane_bits and up)."""
     res = {}
-    for r in plan.data["registers"]:
-        a = model.register_read(r["name"])
+    for r in plan.registers:
+        a = model.register_read(r.name)
         if a.ndim == 1:
-            res[r["name"]] = [int(x) for x in a]
+            res[r.name] = [int(x) for x in a]
         else:
-            res[r["name"]] = [sum(int(v) << (i * r["lane_bits"]) for i, v in enumerate(row)) for row in a]
+            res[r.name] = [sum(int(v) << (i * r.lane_bits) for i, v in enumerate(row)) for row in a]
     return res
 
 

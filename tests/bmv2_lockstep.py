@@ -96,7 +96,7 @@ class Lockstep:
             for h in handles:
                 undo += [f"mc_node_dissociate {mgid} {h}", f"mc_node_destroy {h}"]
             undo.append(f"mc_mgrp_destroy {mgid}")
-        undo += [f"register_reset P4genIngress.{r['name']}" for r in self.plan.data["registers"]]
+        undo += [f"register_reset P4genIngress.{r.name}" for r in self.plan.registers]
         undo.append("counter_reset P4genIngress.stats")
         self._run(undo)
         self._tables, self._groups = {t for t, es in cfg["tables"].items() if es}, {}

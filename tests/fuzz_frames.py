@@ -70,7 +70,7 @@ def contribution(t: Target, rng: random.Random, w: WorkerAddr | None = None, *, 
     """A well-formed contribution (random fields unless given) from ``w`` (or from ``src``)."""
     L = t.layout
     w = w or rng.choice(t.workers)
-    slot_bits = int(L.params["slot_bits"])
+    slot_bits = int(L.params.slot_bits)
     slot = rng.randrange(t.slot_count) if slot is None else slot
     copy = rng.randrange(2) if copy is None else copy
     kw = {}
@@ -150,7 +150,7 @@ def _junk(t: Target, kind: str, rng: random.Random) -> tuple[bytes, int, str]:
         return full[:rng.randrange(14, len(full) if not L.omni else min(len(full), L.frame_len))], w.port, kind
     if kind == "bad_msg_type":
         return contribution(t, rng, w, msg_type=rng.choice([m for m in range(16)
-                                                            if m != L.params["msg_contribution"]])), w.port, kind
+                                                            if m != L.params.msg_contribution])), w.port, kind
     if kind == "unknown_job":
         return contribution(t, rng, w, job=rng.choice([j for j in range(256) if j not in t.jobs])), w.port, kind
     if kind == "unregistered":
@@ -165,7 +165,7 @@ def _junk(t: Target, kind: str, rng: random.Random) -> tuple[bytes, int, str]:
         job = t.other_job if t.other_job is not None else (t.job + 1) % 256
         return contribution(t, rng, w, job=job), w.port, kind
     if kind == "bad_slot":
-        slot_bits = int(L.params["slot_bits"])
+        slot_bits = int(L.params.slot_bits)
         return contribution(t, rng, w, slot=rng.randrange(t.slot_count, 1 << slot_bits)), w.port, kind
     if kind == "wrong_lengths":
         return _scapy_lengths(t, rng), w.port, kind

@@ -67,9 +67,10 @@ def const_entries(plan: Plan) -> list[Entry]:
     """Every const entry of every dt_* table, as (table, ((key, value), ...)), from decision.expand."""
     table = plan.decision
     out = []
-    for st in table["steps"] + [dict(table["outcome"], name="outcome")]:
-        for obs, _rule in decision.expand(st["keys"], st["rules"]):
-            out.append((f"dt_{st['name']}", tuple(obs.items())))
+    for name, keys, rules in [(s.name, s.keys, s.rules) for s in table.steps] + [("outcome", table.outcome.keys,
+                                                                                   table.outcome.rules)]:
+        for obs, _rule in decision.expand(keys, rules):
+            out.append((f"dt_{name}", tuple(obs.items())))
     return out
 
 
@@ -80,7 +81,7 @@ def workers(n: int) -> list[WorkerAddr]:
 
 def job(plan: Plan, n: int) -> dict[str, Any]:
     """The control-plane config of job ``JOB``: n workers, every slot of the plan."""
-    return job_config(plan, JOB, workers(n), slot_base=0, slot_count=int(plan.params["slots"]), mgid=5, rid_base=10)
+    return job_config(plan, JOB, workers(n), slot_base=0, slot_count=int(plan.params.slots), mgid=5, rid_base=10)
 
 
 class Frames:
@@ -89,7 +90,7 @@ class Frames:
     def __init__(self, plan: Plan, addrs: list[WorkerAddr], seed: int = 7):
         self.layout = W.FrameLayout(plan)
         self.addrs = addrs
-        self.slot_bits = int(plan.params["slot_bits"])
+        self.slot_bits = int(plan.params.slot_bits)
         self.rng = np.random.default_rng(seed)
 
     def frame(self, pkt: Pkt, slot: int) -> tuple[int, bytes]:
@@ -120,8 +121,7 @@ class _Slot:
 
     def __init__(self, model: SwitchModel, plan: Plan):
         self.model = model
-        self.regs = [(r["name"], r["role"]) for r in plan.data["registers"]
-                     if r["role"] in ("chunk", "bitmap", "counter")]
+        self.regs = [(r.name, r.role) for r in plan.registers if r.role in ("chunk", "bitmap", "counter")]
 
     def read(self) -> tuple:
         out = []
@@ -201,14 +201,14 @@ def why_unreachable(plan: Plan, entry: Entry, n: int = 3) -> str | None:
     """The op-level reason ``entry`` can never be taken, or None when only the reachable states exclude it."""
     table = plan.decision
     obs = dict(entry[1])
-    for st in table["steps"]:
-        y = st["yields"]
-        if not y or y not in obs or not set(st["keys"]) <= set(obs):
+    for st in table.steps:
+        y = st.yields
+        if not y or y not in obs or not set(st.keys) <= set(obs):
             continue
-        rule = decision.lookup(st["rules"], {k: obs[k] for k in st["keys"]})
-        if obs[y] not in _op_reports(st["role"], rule["op"], n):
-            cond = " ".join(f"{k}={obs[k]}" for k in st["keys"]) or "every packet"
-            return f"for {cond} step {st['name']} runs {rule['op']}, which never reports {y}={obs[y]}"
+        rule = decision.lookup(st.rules, {k: obs[k] for k in st.keys})
+        if obs[y] not in _op_reports(st.role, rule.op, n):
+            cond = " ".join(f"{k}={obs[k]}" for k in st.keys) or "every packet"
+            return f"for {cond} step {st.name} runs {rule.op}, which never reports {y}={obs[y]}"
     return None
 
 

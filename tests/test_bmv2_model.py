@@ -51,8 +51,7 @@ def scenario(plan: Plan, addrs: list[WorkerAddr]) -> list[tuple[str, int, bytes]
     rng = np.random.default_rng(7)
     width = L.value_width
     srcs = [P.Endpoint(a.mac, a.ip, a.udp_port) for a in addrs]
-    slot_bits = int(plan.data["params"]["slot_bits"]) if "slot_bits" in plan.data["params"] else \
-        max(1, (int(plan.data["params"]["slots"]) - 1).bit_length())
+    slot_bits = plan.params.slot_bits
 
     def vals():
         return rng.integers(0, 1 << width, size=L.elements, dtype=np.uint64)

@@ -53,13 +53,13 @@ def _names(keys) -> tuple[tuple[str, str], ...]:
 def _entry_args(plan: Plan) -> dict[G.Entry, tuple[str, tuple[int, ...]]]:
     """(table, named keys) -> (action, args) of every const entry of the plan's dt_* tables."""
     out = {}
-    for t in plan.data["tables"]:
-        if not t["name"].startswith("dt_"):
+    for t in plan.tables:
+        if not t.name.startswith("dt_"):
             continue
-        names = [k["name"] for k in t["keys"]]
-        for e in t["entries"]:
-            obs = _names([(k, e["match"][k]) for k in names])
-            out[(t["name"], obs)] = (e["action"], tuple(e["args"].values()))
+        names = [k.name for k in t.keys]
+        for e in t.entries:
+            obs = _names([(k, e.match[k]) for k in names])
+            out[(t.name, obs)] = (e.action, tuple(e.args.values()))
     return out
 
 
@@ -156,7 +156,7 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
     with capsys.disabled():
         print(f"\n{G.coverage_line(f'{name} (BMv2)', bm_hit, entries, list(un))}; {len(steps)} frames "
               f"({len(found.paths)} paths, adversarial: {dict(kinds)}), 0 mismatches in frames, entries, "
-              f"counters and {len(plan.data['registers'])} registers ({saturated} register entries at or above "
+              f"counters and {len(plan.registers)} registers ({saturated} register entries at or above "
               f"2**63 - 1, which the Thrift read saturates)")
         for e, why in un.items():
             print(f"  unreachable {G.entry_text(e)}: {why}")

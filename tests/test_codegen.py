@@ -114,19 +114,20 @@ def test_p4info_ids_are_pinned_in_the_program():
 def test_decision_table_is_rendered_entry_for_entry(variant):
     plan = make_plan(make_spec(slots=64, variant=variant), load_target("tofino"))
     p4 = render_p4(plan)
-    for step in plan.decision["steps"] + [dict(plan.decision["outcome"], name="outcome")]:
-        rows = expand(step["keys"], step["rules"])
-        table = plan.table(f"dt_{step['name']}")
-        assert len(table["entries"]) == len(rows)
-        for entry in table["entries"]:
-            if step["keys"]:
-                assert f"// {entry['comment']}\n" in p4
+    for name, keys, rules in ([(s.name, s.keys, s.rules) for s in plan.decision.steps]
+                              + [("outcome", plan.decision.outcome.keys, plan.decision.outcome.rules)]):
+        rows = expand(keys, rules)
+        table = plan.table(f"dt_{name}")
+        assert len(table.entries) == len(rows)
+        for entry in table.entries:
+            if keys:
+                assert f"// {entry.comment}\n" in p4
 
 
 def test_multi_pass_plan_and_program():
     plan = make_plan(make_spec(slots=512, elements_per_packet=128), load_target("tofino"))
-    assert (plan.params["passes"], plan.params["elements_per_pass"], plan.params["pass_bits"]) == (2, 64, 1)
-    assert all(r["entries"] == 2 * 512 * 2 for r in plan.registers("values"))
+    assert (plan.params.passes, plan.params.elements_per_pass, plan.params.pass_bits) == (2, 64, 1)
+    assert all(r.entries == 2 * 512 * 2 for r in plan.registers_of("values"))
     p4 = render_p4(plan)
     assert "hdr.recirc.setValid();" in p4 and "data_h data1;" in p4 and "RECIRC_PORT = 68;" in p4
 
@@ -134,7 +135,7 @@ def test_multi_pass_plan_and_program():
 def test_variant_auto_prefers_hardened_and_reports_the_other():
     plan = make_plan(make_spec(slots=512), load_target("tofino"))
     assert plan.variant == "hardened"
-    alt = plan.data["alternative"]
+    alt = plan.to_dict()["alternative"]
     assert alt == {"variant": "reference", "fits": True, "register_arrays": 35, "register_arrays_delta": -1,
                    "stages": 12, "stages_delta": 0, "sram_blocks": 70, "sram_blocks_delta": -2,
                    "register_bits_delta": -32768}

@@ -75,7 +75,7 @@ def test_setup_aggregate_teardown(build_dir, switch):
         cfg = model.dump_config()
         assert sorted(e["params"]["worker_id"] for e in cfg["tables"]["workers"]) == [0, 1, 2, 3]
         assert cfg["groups"]["1"] == [[w.port, job_rid(b.plan, 1, w.id)] for w in job.workers]
-        flood = int(b.plan.params["flood_group_base"])
+        flood = int(b.plan.params.flood_group_base)
         assert cfg["groups"][str(flood + 1)] == [[2, 0], [3, 0], [4, 0]]
 
         rng = np.random.default_rng(5)
@@ -121,7 +121,7 @@ def test_two_jobs_share_switch_and_teardown_keeps_the_other(build_dir, switch):
         ctl.push()
         ctl.setup(load_job(EXAMPLES / "job1.toml", b.plan))
         ctl.setup(load_job(EXAMPLES / "job2.toml", b.plan))
-        flood = int(b.plan.params["flood_group_base"])
+        flood = int(b.plan.params.flood_group_base)
         assert model.groups[flood + 5] == [(1, 0), (2, 0), (3, 0), (4, 0), (6, 0)]
         ctl.teardown(1)
         state = ctl.state()
@@ -197,7 +197,7 @@ def test_cli_session(build_dir, switch, capsys):
 
 
 def b_stats(build_dir):
-    return list(load_build(build_dir).plan.params["stats"])
+    return list(load_build(build_dir).plan.stats)
 
 
 def test_teardown_by_job_file(build_dir, switch, capsys):

@@ -51,8 +51,8 @@ def test_const_tables_and_defaults_read_back(build_dir, pushed):
     plan = load_build(build_dir).plan
     e = PlanEntities(plan)
     got = conn.read([e.table_wildcard("dt_counter")])
-    want = plan.table("dt_counter")["entries"]
-    assert [e.decode_table_entry(x.table_entry).params for x in got] == [w["args"] for w in want]
+    want = plan.table("dt_counter").entries
+    assert [e.decode_table_entry(x.table_entry).args for x in got] == [w.args for w in want]
     assert all(x.table_entry.is_const for x in got)
     ent = e.table_wildcard("workers")
     ent.table_entry.is_default_action = True
@@ -63,23 +63,23 @@ def test_const_tables_and_defaults_read_back(build_dir, pushed):
 def test_register_write_and_read_one_index(build_dir, pushed):
     model, server, conn = pushed
     plan = load_build(build_dir).plan
-    reg = next(r for r in plan.data["registers"] if r["role"] == "values")
+    reg = next(r for r in plan.registers if r.role == "values")
     ent = p4runtime_pb2.Entity()
-    ent.register_entry.register_id = reg["id"]
+    ent.register_entry.register_id = reg.id
     ent.register_entry.index.index = 5
     ent.register_entry.data.bitstring = codec.encode((7 << 32) | 3, 64)       # lane 1 = 7, lane 0 = 3
     conn.write([update(MODIFY, ent)])
-    np.testing.assert_array_equal(model.register_read(reg["name"])[5], [3, 7])
+    np.testing.assert_array_equal(model.register_read(reg.name)[5], [3, 7])
     q = p4runtime_pb2.Entity()
-    q.register_entry.register_id = reg["id"]
+    q.register_entry.register_id = reg.id
     q.register_entry.index.index = 5
     (got,) = conn.read([q])
     assert codec.decode(got.register_entry.data.bitstring, 64) == (7 << 32) | 3
-    ent.register_entry.index.index = reg["entries"]
+    ent.register_entry.index.index = reg.entries
     with pytest.raises(WriteError) as exc:
         conn.write([update(MODIFY, ent)])
-    assert exc.value.failures == [(0, "INVALID_ARGUMENT", f"register {reg['name']} index {reg['entries']} outside "
-                                                          f"0..{reg['entries'] - 1}")]
+    assert exc.value.failures == [(0, "INVALID_ARGUMENT", f"register {reg.name} index {reg.entries} outside "
+                                                          f"0..{reg.entries - 1}")]
 
 
 def test_counter_reset_by_write(build_dir, pushed):
@@ -147,7 +147,7 @@ def test_bmv2_register_reset_goes_through_thrift_cli(bmv2_build, tmp_path, monke
         ctl = Controller(b, conn)
         ctl.push()
         how = ctl.reset_registers(thrift_port=9191)
-    names = [r["name"] for r in b.plan.data["registers"]]
+    names = [r.name for r in b.plan.registers]
     assert how == f"simple_switch_CLI register_reset on Thrift port 9191 ({len(names)} registers)"
     assert (tmp_path / "args.txt").read_text() == "--thrift-port 9191\n"
     assert log.read_text().splitlines() == [f"register_reset P4genIngress.{n}" for n in names]

@@ -78,7 +78,7 @@ def test_allreduce_through_the_dataplane(netns, tmp_path, mode, interval):
     (tmp_path / "plan.json").write_text(plan.to_json())
     workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(3)]
     cfg = job_config(plan, 1, workers, slot_count=4)
-    cfg["groups"][str(plan.data["params"]["flood_group_base"] + 1)] = [[2, 0], [3, 0]]
+    cfg["groups"][str(plan.params.flood_group_base + 1)] = [[2, 0], [3, 0]]
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
     stats = tmp_path / "stats.json"
     dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",

@@ -74,7 +74,7 @@ def bmv2(request, tmp_path_factory):
 def _flooding(variant: str) -> dict:
     """The two jobs of test_fuzz_packets, with a flood group per port (every other fuzzed port)."""
     cfg = FP.config(variant)
-    base = int(FP.PLANS[variant].params["flood_group_base"])
+    base = int(FP.PLANS[variant].params.flood_group_base)
     for p in FUZZ_PORTS:
         cfg["groups"][str(base + p)] = [[q, 0] for q in FUZZ_PORTS if q != p]
     return cfg

@@ -225,7 +225,7 @@ def hazard(variant: str, bad: str, switch=None) -> tuple[dict[str, int], list[in
 
     def frame(w, tsi, copy, values):
         return F.P.contribution_frame(L, F.P.Endpoint(addrs[w].mac, addrs[w].ip, addrs[w].udp_port), F.SWITCH,
-                                      job=JOB, tsi=tsi, pool_index=copy << int(L.params["slot_bits"]),
+                                      job=JOB, tsi=tsi, pool_index=copy << int(L.params.slot_bits),
                                       exponent=0, values=values)
 
     def send(w, tsi, copy, values):

@@ -28,13 +28,13 @@ from p4gen.pass_shape import PassShape
 from p4gen.planner import fit, layout_registers, make_plan
 from p4gen.spec import make_spec
 from p4gen.stages import step_dependencies
-from p4gen.target import _from_mapping, load_target
+from p4gen.target import profile_from_mapping, load_target
 
 HERE = Path(__file__).resolve().parent
 EXAMPLES = HERE.parent / "docs" / "examples"
 
 # a small TNA-like profile: few stages, two ALUs, tiny SRAM blocks, so brute force can cover it
-MINI = _from_mapping({
+MINI = profile_from_mapping({
     "name": "mini", "arch": "tna", "description": "small test profile", "pipes": 2, "stages": 6,
     "alus_per_stage": 2, "alu_width_bits": 64, "lanes_per_register": 2, "sram_blocks_per_stage": 6,
     "sram_block_words": 16, "sram_block_width_bits": 128, "register_spare_blocks": 1, "phv_bits": 1300,
@@ -176,8 +176,8 @@ def test_returned_layouts_build_fit_and_verify(target, gbps):
     for i, c in enumerate([res.best] + res.runners_up):
         fit(c.spec, prof, c.shape)                      # the planner's fit pass re-checks it
         plan = make_plan(c.spec, prof, c.shape)
-        assert plan.params["passes"] == c.shape.passes and plan.params["pass_pipes"] == c.shape.pipes
-        assert plan.params["pass_mode"] == (c.shape.mode if c.shape.passes > 1 else "resident")
+        assert plan.params.passes == c.shape.passes and plan.params.pass_pipes == c.shape.pipes
+        assert plan.params.pass_mode == (c.shape.mode if c.shape.passes > 1 else "resident")
         assert "RegisterAction" in render_p4(plan) or target == "bmv2"
         render_p4info(plan)
         if i == 0:
@@ -188,8 +188,8 @@ def test_returned_layouts_build_fit_and_verify(target, gbps):
 
 def test_the_1kib_layout_switchml_runs_on_tofino1_now_fits():
     plan = make_plan(make_spec(elements_per_packet=256), load_target("tofino"))
-    assert plan.params["passes"] == 4 and plan.params["pass_mode"] == "stream"
-    assert plan.data["resources"]["phv_bits_used"] <= 6144
+    assert plan.params.passes == 4 and plan.params.pass_mode == "stream"
+    assert plan.resources.phv_bits_used <= 6144
     text = render_p4(plan)
     assert "data_h data1;" not in text and "PHASE_HARVEST: accept;" in text
 
@@ -304,7 +304,7 @@ def test_three_jobs_beat_the_equal_split_and_emit_valid_job_files(tmp_path, caps
         assert len(job.workers) == j["workers"]
         ranges.append((job.slot_base, job.slot_base + job.slot_count))
     ranges.sort()
-    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])) and ranges[-1][1] <= plan.params["slots"]
+    assert all(a[1] <= b[0] for a, b in zip(ranges, ranges[1:])) and ranges[-1][1] <= plan.params.slots
 
 
 def test_split_optimum_against_brute_force():

@@ -60,7 +60,7 @@ def test_values_kernels(op, stored, pkt):
 
 
 def test_every_switchml_op_has_a_kernel():
-    roles = {s["role"] for v in ("reference", "hardened") for s in decision.decision_table(v)["steps"]}
+    roles = {s.role for v in ("reference", "hardened") for s in decision.decision_table(v).steps}
     assert roles <= set(FAST_KERNELS)
     for r in roles:
         assert set(FAST_KERNELS[r]) == set(ops.OPS[r])
@@ -106,8 +106,8 @@ PKT = st.tuples(st.integers(0, 39), st.integers(0, 3), st.integers(0, 1), st.int
 @given(stream=st.lists(PKT, max_size=60), n=st.integers(2, 40))
 def test_fast_equals_reference(name, stream, n):
     plan = PLANS[name]
-    if n > plan.data["params"]["max_workers"]:
-        n = plan.data["params"]["max_workers"]
+    if n > plan.params.max_workers:
+        n = plan.params.max_workers
     L = W.FrameLayout(plan)
     fast, ref = _models(plan, n)
     addrs = _addrs(n)
@@ -197,7 +197,7 @@ def test_drops_and_counters(job):
 
 def test_l2_forwarding(job):
     plan, L, m, addrs = job
-    m.set_group(plan.data["params"]["flood_group_base"] + 3, [(1, 0), (2, 0)])
+    m.set_group(plan.params.flood_group_base + 3, [(1, 0), (2, 0)])
     arp = bytes.fromhex("ffffffffffff020000000009" "0806") + bytes(28)
     assert m.process(arp, 3) == [(1, arp), (2, arp)]
     m.insert("l2_forward", {"dst_addr": "ff:ff:ff:ff:ff:ff"}, "l2_unicast", {"port": 4})
@@ -245,12 +245,12 @@ def test_registers_read_reset(job):
     plan, L, m, addrs = job
     m.process(_frame(L, addrs[0], tsi=4, pool_index=1 | 1 << 15), addrs[0].port)
     sc = (1 << 1) | 1
-    name = {role: [r["name"] for r in plan.registers(role)] for role in ("chunk", "bitmap", "counter", "exponent",
+    name = {role: [r.name for r in plan.registers_of(role)] for role in ("chunk", "bitmap", "counter", "exponent",
                                                                          "values")}
     assert m.register_read(name["chunk"][0])[sc] == 4
     assert m.register_read(name["bitmap"][0])[1].tolist() == [0, 1]
     assert m.register_read(name["counter"][0])[sc] == 1 and m.register_read(name["exponent"][0])[sc] == 130
-    by_elements = {tuple(r["elements"]): r["name"] for r in plan.registers("values")}
+    by_elements = {tuple(r.elements): r.name for r in plan.registers_of("values")}
     assert m.register_read(by_elements[(0, 1)])[sc].tolist() == [0, 1]
     assert m.register_read(by_elements[(2, 3)])[sc].tolist() == [2, 3]
     m.register_write(name["counter"][0], 0, 7)
@@ -263,11 +263,11 @@ def test_registers_read_reset(job):
 
 def test_custom_decision_table_is_validated():
     plan = PLANS["hardened"]
-    table = copy.deepcopy(plan.data["decision"])
+    table = plan.decision.to_dict()
     table["steps"][0]["rules"][0]["op"] = "teleport"
     with pytest.raises(ModelError, match="invalid"):
         SwitchModel(plan, decision=table)
-    assert SwitchModel(plan, decision=decision.decision_table("reference")).decision["variant"] == "reference"
+    assert SwitchModel(plan, decision=decision.decision_table("reference")).decision.variant == "reference"
 
 
 @pytest.mark.slow
@@ -278,13 +278,13 @@ def test_custom_decision_table_is_validated():
 def test_batches_equal_one_by_one(name, stream, n, cuts):
     """process_batch over any split of the stream == process frame by frame (outputs, counters, registers)."""
     plan = PLANS[name]
-    n = min(n, plan.data["params"]["max_workers"])
+    n = min(n, plan.params.max_workers)
     L = W.FrameLayout(plan)
     one, ref = _models(plan, n)
     batch = SwitchModel(plan)
     batch.load_config(job_config(plan, 1, _addrs(n), slot_count=3, mgid=5, rid_base=50))
     for m in (one, batch):
-        m.set_group(plan.data["params"]["flood_group_base"] + 1, [(2, 0), (3, 0)])
+        m.set_group(plan.params.flood_group_base + 1, [(2, 0), (3, 0)])
     addrs = _addrs(n)
     frames = []
     for (w, slot, cp, tsi, exp, seed), junk in stream:

@@ -88,7 +88,7 @@ def test_matrix_equals_one_by_one(name, stream, n, cuts, plain, clean):
     result_dst or one with a plain replica too.  ``clean``: contributions only (unknown ingress ports
     aside), so that long batches take the vectorised path."""
     plan = PLANS[name]
-    n = min(n, plan.data["params"]["max_workers"])
+    n = min(n, plan.params.max_workers)
     L = W.FrameLayout(plan)
     addrs = _addrs(n)
     one, mat = SwitchModel(plan), SwitchModel(plan)
@@ -96,7 +96,7 @@ def test_matrix_equals_one_by_one(name, stream, n, cuts, plain, clean):
         m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
         if plain:
             m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + [(9, 0)])
-        m.set_group(plan.data["params"]["flood_group_base"] + 1, [(2, 0), (3, 0)])
+        m.set_group(plan.params.flood_group_base + 1, [(2, 0), (3, 0)])
     frames = []
     for w, slot, cp, tsi, exp, seed, junk in stream:
         a = addrs[w % n]

@@ -137,7 +137,7 @@ def test_malformed_and_truncated():
 def test_omnireduce_table_needs_an_omnireduce_plan():
     sw = make_plan(make_spec(slots=4, elements_per_packet=8, variant="hardened"), load_target("bmv2"))
     with pytest.raises(ModelError, match="minnext"):
-        SwitchModel(sw, decision=SMALL.data["decision"])
+        SwitchModel(sw, decision=SMALL.decision)
 
 
 def test_switchml_frames_unchanged_by_omnireduce_support():

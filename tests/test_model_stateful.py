@@ -84,7 +84,7 @@ def test_hypothesis_finds_the_reference_reordering_failure():
 
 def _mutant_without_bitmap_check():
     """Hardened table with the bitmap check removed for values: a seen worker's values are added again."""
-    table = copy.deepcopy(small_plan("hardened").data["decision"])
+    table = small_plan("hardened").decision.to_dict()
     values = next(s for s in table["steps"] if s["role"] == "values")
     values["rules"].insert(0, {"match": {"cmp": "eq", "seen": "1"}, "op": "add"})
     return table

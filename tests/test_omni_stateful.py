@@ -124,7 +124,7 @@ class OmniNet(Net):
     def check_sent(self, w: int, frame: bytes) -> None:
         agg, payload = self.workers[w].frames.parse_contribution(frame)
         b = self._block_of(agg["tsi"])
-        j = agg["pool_index"] & ((1 << int(self.layout.params["slot_bits"])) - 1)
+        j = agg["pool_index"] & ((1 << int(self.layout.params.slot_bits)) - 1)
         if b >= 0 and not self.any_nz[b]:
             raise ResultMismatch(f"worker {w} sent a round for block {b}, which is zero for every worker")
         if b >= 0 and b % self.S != j:
@@ -153,7 +153,7 @@ class OmniNet(Net):
         r = self.workers[0].frames.parse_result(frame)
         self.results_seen += 1
         b = self._block_of(r.tsi)
-        j = r.pool_index & ((1 << int(self.layout.params["slot_bits"])) - 1)
+        j = r.pool_index & ((1 << int(self.layout.params.slot_bits)) - 1)
         if not -1 <= b < len(self.expected):
             raise ResultMismatch(f"switch emitted a result for tsi {r.tsi}, which no worker sent")
         values = r.values(self.layout).astype(np.uint64)
@@ -205,7 +205,7 @@ def _search(machine_cls, examples: int = 600):
 
 
 def _mutant(step_role: str, match: dict, op: str):
-    table = copy.deepcopy(omni_plan().data["decision"])
+    table = omni_plan().decision.to_dict()
     step = next(s for s in table["steps"] if s["role"] == step_role)
     step["rules"].insert(0, {"match": match, "op": op})
     return table

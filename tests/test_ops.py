@@ -63,15 +63,15 @@ def test_exponent_minnext_and_values_ops():
 def test_every_op_in_the_table_is_rendered(target, protocol, variant):
     plan = make_plan(make_spec(slots=16, protocol=protocol, variant=variant), load_target(target))
     p4 = render_p4(plan)
-    for step in plan.decision["steps"]:
-        for rule in step["rules"]:
-            const = f"OP_{step['role']}_{rule['op']}".upper()
-            code = plan.params["op_codes"][step["role"]][rule["op"]]
+    for step in plan.decision.steps:
+        for rule in step.rules:
+            const = f"OP_{step.role}_{rule.op}".upper()
+            code = plan.codes.op(step.role, rule.op)
             # every op's code reaches the program through its table entry
-            table = plan.table(f"dt_{step['name']}")
-            assert any(e["args"]["op"] == code for e in table["entries"])
-            if rule["op"] != "nop" and (step["role"], rule["op"]) != ("values", "read"):
+            table = plan.table(f"dt_{step.name}")
+            assert any(e.args["op"] == code for e in table.entries)
+            if rule.op != "nop" and (step.role, rule.op) != ("values", "read"):
                 assert f"const bit<8> {const} = {code};" in p4
                 # (values "read" is the fall-through branch of every value register)
                 # used in a branch of the program, not just declared
-                assert re.search(rf"meta\.{step['role']}_op (==|!=) {const}\)", p4), (step["role"], rule["op"])
+                assert re.search(rf"meta\.{step.role}_op (==|!=) {const}\)", p4), (step.role, rule.op)

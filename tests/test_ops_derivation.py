@@ -127,8 +127,8 @@ def test_an_op_added_to_ops_runs_in_every_path(monkeypatch, new_op):
 
     monkeypatch.setattr(ops, "values_op", values_op)
     monkeypatch.setitem(ops.OPS, "values", {**ops.OPS["values"], new_op: "a new op"})
-    table = decision.decision_table("reference")
-    for rule in decision.step(table, "values")["rules"]:
+    table = decision.decision_table("reference").to_dict()
+    for rule in next(s for s in table["steps"] if s["role"] == "values")["rules"]:
         if rule["op"] == "add":
             rule["op"] = new_op
     frames = _frames()

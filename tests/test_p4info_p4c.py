@@ -54,5 +54,5 @@ def test_a_written_table_of_another_size_is_refused(plan):
 
 def test_bmv2_flood_groups_stay_below_the_group_ids_pi_reserves(plan):
     # PI refuses multicast group ids >= 1 << 15 on simple_switch_grpc ("Group id value is too high")
-    base = int(plan.params["flood_group_base"])
+    base = int(plan.params.flood_group_base)
     assert base + 511 < 1 << 15 and base == (1 << 15) - 512

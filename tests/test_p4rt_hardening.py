@@ -178,16 +178,16 @@ def _read(server, ent):
 
 def test_out_of_range_indices_unknown_ids_and_wide_values_are_invalid(pushed):
     model, server, conn, b = pushed
-    cnt = b.plan.data["counters"][0]
+    cnt = b.plan.counters[0]
     ent = p4runtime_pb2.Entity()
-    ent.counter_entry.counter_id = cnt["id"]
+    ent.counter_entry.counter_id = cnt.id
     ent.counter_entry.index.index = 2 ** 63 - 1
     err = _rpc_error(_read, server, ent)
     assert (err.code(), err.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
-                                           f"counter stats index {2 ** 63 - 1} outside 0..{len(cnt['indices']) - 1}")
-    reg = b.plan.data["registers"][0]
+                                           f"counter stats index {2 ** 63 - 1} outside 0..{len(cnt.indices) - 1}")
+    reg = b.plan.registers[0]
     ent = p4runtime_pb2.Entity()
-    ent.register_entry.register_id = reg["id"]
+    ent.register_entry.register_id = reg.id
     ent.register_entry.index.index = 2 ** 63 - 1
     err = _rpc_error(_read, server, ent)
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and "outside 0.." in err.details()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 
 import numpy as np
 import pytest
@@ -26,17 +25,16 @@ DST = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 def test_layout_follows_the_plan():
     for plan in (PLAN, PLAN2):
         L = W.FrameLayout(plan)
-        h = {x["name"]: x for x in plan.data["headers"]}
-        wire = sum(x["bytes"] * x.get("repeat", 1) for x in plan.data["headers"] if not x.get("internal"))
+        wire = sum(x.bytes * x.repeat for x in plan.headers if not x.internal)
         assert L.frame_len == wire
-        assert L.elements == plan.data["params"]["elements_per_packet"]
-        assert L.passes == h["data"]["repeat"] and L.value_width == plan.data["params"]["value_width"]
+        assert L.elements == plan.params.elements_per_packet
+        assert L.passes == plan.header("data").repeat and L.value_width == plan.params.value_width
     # change the plan, the codec changes with it
-    data = copy.deepcopy(PLAN.data)
+    data = PLAN.to_dict()
     agg = next(x for x in data["headers"] if x["name"] == "agg")
     agg["fields"].append({"name": "spare", "bits": 16})
     agg["bytes"] += 2
-    L = W.FrameLayout(Plan(data))
+    L = W.FrameLayout(Plan.from_dict(data))
     assert L.values_offset == W.FrameLayout(PLAN).values_offset + 2
     assert "agg.spare" in L.slots
 

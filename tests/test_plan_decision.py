@@ -9,7 +9,6 @@ other P4, runs another model and gets another verdict.
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -83,10 +82,11 @@ def test_changed_decision_changes_the_rendered_program(target):
     # the const entries of the rendered program follow the decision, entry for entry
     assert "// cmp=eq seen=1 count=mid -> nop" in old and "// cmp=eq seen=1 count=mid -> add" in new
     assert "// cmp=eq seen=1 -> probe_full" in old and "// cmp=eq seen=1 -> inc_sat" in new
-    for step in mut.decision["steps"] + [dict(mut.decision["outcome"], name="outcome")]:
-        for obs, rule in decision.expand(step["keys"], step["rules"]):
-            if step["keys"]:
-                what = rule.get("op") or f"{rule['action']} ({rule['stat']})"
+    for keys, rules in [(s.keys, s.rules) for s in mut.decision.steps] + [(mut.decision.outcome.keys,
+                                                                            mut.decision.outcome.rules)]:
+        for obs, rule in decision.expand(keys, rules):
+            if keys:
+                what = getattr(rule, "op", None) or f"{rule.action} ({rule.stat})"
                 assert f"// {' '.join(f'{k}={v}' for k, v in obs.items())} -> {what}\n" in new
     # the IDs (and so the P4Info) stay those of the layout
     assert render_p4info(mut) == render_p4info(plan)
@@ -119,12 +119,12 @@ def test_changed_decision_survives_plan_json(tmp_path):
 
 def test_verifier_mutants_mutate_the_plans_table():
     plan = _plan()
-    table = copy.deepcopy(plan.decision)
+    table = plan.decision.to_dict()
     table["assumption"] = "an edited table"
     m = next(m for m in mutants.CATALOGUE if m.name == "hardened_no_stale_drop")
     cfg = mutants.mutant_model(m, table=plan.with_decision(table).decision)
-    assert cfg.table["assumption"] == "an edited table"
-    assert all(r["match"].get("cmp") != "lt" for st in cfg.table["steps"] for r in st["rules"])
+    assert cfg.table.assumption == "an edited table"
+    assert all(r.match.get("cmp") != "lt" for st in cfg.table.steps for r in st.rules)
 
 
 def test_with_decision_refuses_other_steps():
@@ -134,7 +134,7 @@ def test_with_decision_refuses_other_steps():
     assert str(exc.value) == ("the decision table's steps (bitmap, counter, exponent, values) are not those of this "
                               "plan (chunk, bitmap, counter, exponent, values); other steps need a new layout: "
                               "run p4gen build")
-    bad = copy.deepcopy(plan.decision)
+    bad = plan.decision.to_dict()
     bad["steps"][1]["rules"][0]["op"] = "teleport"
     with pytest.raises(PlanError) as exc:
         plan.with_decision(bad)
@@ -197,7 +197,7 @@ def test_inconsistent_plan_is_refused_by_every_reader(edit, tmp_path, capsys):
             reader(out if reader is not Plan.load else out / "plan.json")
         assert str(exc.value) == want
     with pytest.raises(PlanError) as exc:
-        render_p4(Plan(data))
+        render_p4(Plan.from_dict(data))
     assert str(exc.value) == f"plan: {EDITS[edit][1]}{TAIL}"
 
 
@@ -236,8 +236,8 @@ OTHER_EDITS = [
 
 @pytest.mark.parametrize("edit,why", OTHER_EDITS, ids=[w[:40] for _, w in OTHER_EDITS])
 def test_every_kind_of_table_edit_is_named(edit, why):
-    data = copy.deepcopy(_plan().data)
+    data = _plan().to_dict()
     edit(data)
     with pytest.raises(PlanError) as exc:
-        Plan(data, "plan.json")
+        Plan.from_dict(data, "plan.json")
     assert str(exc.value) == f"plan.json: {why}{TAIL}"

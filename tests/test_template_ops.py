@@ -103,9 +103,9 @@ def _initial(prog: Program, plan, role: str, op: str) -> dict:
     for f in ("copy", "num_workers", "sc_index", "vidx", "slot", "word", "mask", "mask0", "slot_count"):
         state[f"meta.{f}"] = z3.BitVec(f"meta.{f}", prog.widths[f"meta.{f}"])
     state["meta.known"] = z3.BitVecVal(1, 1)
-    state[f"meta.{role}_op"] = z3.BitVecVal(plan.params["op_codes"][role][op], 8)   # what the step's table sets
-    for r in plan.data["registers"]:
-        name, kind = r["name"], prog.registers[r["name"]]
+    state[f"meta.{role}_op"] = z3.BitVecVal(plan.codes.op(role, op), 8)   # what the step's table sets
+    for r in plan.registers:
+        name, kind = r.name, prog.registers[r.name]
         if kind[0] != "bit":
             for f, b in prog.structs[kind[0]].items():
                 state[f"reg:{name}.{f}"] = z3.BitVec(f"{name}.{f}", b)
@@ -119,27 +119,27 @@ def _initial(prog: Program, plan, role: str, op: str) -> dict:
 def _pairs(plan, role: str, op: str, b, a, prog: Program) -> list:
     """(template value, p4gen.ops value) for every register cell and output of the step; ``b`` and ``a``
     read the state before and after it."""
-    regs = [r for r in plan.data["registers"] if r["role"] == role]
+    regs = [r for r in plan.registers if r.role == role]
     if role == "bitmap":
         copy0 = b("meta.copy") == 0
         out, seen = [], z3.BoolVal(False)
         for r in regs:
-            lo, hi = _cell(b, prog, r["name"])
+            lo, hi = _cell(b, prog, r.name)
             this, other = z3.If(copy0, lo, hi), z3.If(copy0, hi, lo)
-            t, u, sn = ops.bitmap_op(op, this, other, b(f"meta.mask{r['word']}"), 32, BV)
-            out += list(zip(_cell(a, prog, r["name"]), (z3.If(copy0, t, u), z3.If(copy0, u, t))))
+            t, u, sn = ops.bitmap_op(op, this, other, b(f"meta.mask{r.word}"), 32, BV)
+            out += list(zip(_cell(a, prog, r.name), (z3.If(copy0, t, u), z3.If(copy0, u, t))))
             seen = z3.Or(seen, sn)
         return out + [(a("meta.seen"), z3.If(seen, z3.BitVecVal(1, 8), z3.BitVecVal(0, 8)))]
     if role == "values":
         out = []
         for r in regs:
-            for lane, (c0, c1) in enumerate(zip(_cell(b, prog, r["name"]), _cell(a, prog, r["name"]))):
-                d = f"hdr.data0.d{r['elements'][lane]}"
-                new, carried = ops.values_op(op, c0, b(d), plan.params["value_width"], BV)
+            for lane, (c0, c1) in enumerate(zip(_cell(b, prog, r.name), _cell(a, prog, r.name))):
+                d = f"hdr.data0.d{r.elements[lane]}"
+                new, carried = ops.values_op(op, c0, b(d), plan.params.value_width, BV)
                 out += [(c1, new), (a(d), carried)]
         return out
     (r,) = regs
-    stored, cell = _cell(b, prog, r["name"]), _cell(a, prog, r["name"])
+    stored, cell = _cell(b, prog, r.name), _cell(a, prog, r.name)
     if role == "chunk":
         # the switch's bound: two of the job's windows
         new, y = ops.chunk_op(op, stored, b("hdr.agg.tsi"), BV, z3.ZeroExt(16, b("meta.slot_count")) << 1)
@@ -162,13 +162,13 @@ def check_program(text: str, plan) -> tuple[dict[tuple[str, str], str], set[tupl
     def reader(state):
         return lambda k: state[k] if k in state else z3.BitVec(k, prog.widths[k])
 
-    for step in plan.decision["steps"]:
-        role = step["role"]
-        seg = tokens(_segment(text, step["name"]))
-        names = {r["name"] for r in plan.data["registers"] if r["role"] == role}
+    for step in plan.decision.steps:
+        role = step.role
+        seg = tokens(_segment(text, step.name))
+        names = {r.name for r in plan.registers if r.role == role}
         for op in ops.OPS[role]:
             # the ops the program lays out here: the table's, nop, any with a code constant or a RegisterAction
-            if not (op == "nop" or op in {r["op"] for r in step["rules"]} or f"OP_{role.upper()}_{op.upper()}"
+            if not (op == "nop" or op in {r.op for r in step.rules} or f"OP_{role.upper()}_{op.upper()}"
                     in prog.consts or any(f"{n}_{op}" in prog.actions for n in names)):
                 continue
             checked.add((role, op))
@@ -191,7 +191,7 @@ def test_every_rendered_register_operation_is_the_ops_definition(target, protoco
     plan = _plan(target, protocol, variant)
     failures, checked = check_program(render_p4(plan), plan)
     assert failures == {}
-    assert {(s["role"], r["op"]) for s in plan.decision["steps"] for r in s["rules"]} <= checked
+    assert {(s.role, r.op) for s in plan.decision.steps for r in s.rules} <= checked
 
 
 @pytest.mark.parametrize("edit,bad", [

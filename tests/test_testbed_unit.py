@@ -104,7 +104,7 @@ def test_json_config_has_job_l2_and_flood_groups(plan):
     cfg = json_config(plan, spec)
     assert len(cfg["tables"]["workers"]) == 2
     assert cfg["groups"]["1"] == [[1, 1], [2, 2]]
-    assert cfg["groups"][str(plan.params["flood_group_base"] + 1)] == [[2, 0]]
+    assert cfg["groups"][str(plan.params.flood_group_base + 1)] == [[2, 0]]
     SwitchModel(plan).load_config(cfg)             # the model accepts it
 
 

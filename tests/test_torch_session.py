@@ -51,7 +51,7 @@ def test_bucket_sequences_sum_within_the_codec_bound(setup):
     sizes = [700, 64, 1, 3000]
     arrays = [[(rng.standard_normal(s) * 10.0 ** rng.integers(-4, 3)).astype(np.float32) for s in sizes]
               for _ in range(N)]
-    if plan.data["protocol"] == "omnireduce":          # block-sparse: most blocks zero on each worker
+    if plan.protocol == "omnireduce":          # block-sparse: most blocks zero on each worker
         for r in range(N):
             for a in arrays[r]:
                 blocks = a[: a.size // 64 * 64].reshape(-1, 64)
@@ -72,7 +72,7 @@ def test_bucket_sequences_sum_within_the_codec_bound(setup):
             assert np.array_equal(red.total, got[0][i].total)          # every worker gets the same bytes
             for c in range(0, size, k):
                 e = max(int(codec.exponent_of(arrays[q][i][c:c + k])) for q in range(N))
-                if plan.data["protocol"] == "omnireduce":        # one exponent per stream: bound by the max
+                if plan.protocol == "omnireduce":        # one exponent per stream: bound by the max
                     e = max(int(codec.exponent_of(arrays[q][i])) for q in range(N))
                 bound = codec.error_bound(e, N, 32) + np.abs(exact[c:c + k]) * 2.0 ** -23
                 assert np.all(np.abs(red.total[c:c + k] - exact[c:c + k]) <= bound)
@@ -124,6 +124,6 @@ def test_arguments_are_checked(setup, tmp_path):
         member_from_job(job, plan, 0, N, "nowhere")
     with pytest.raises(TorchHookError, match=r"^window=17 must be in 1\.\.16 \(the slots of job 1\)$"):
         member_from_job(job, plan, 0, N, "127.0.0.1", window=17)
-    other = "omnireduce" if plan.data["protocol"] == "switchml" else "switchml"
+    other = "omnireduce" if plan.protocol == "switchml" else "switchml"
     with pytest.raises(TorchHookError, match=rf"^protocol='{other}', but the switch's plan is built for "):
         Session(plan, member_from_job(job, plan, 0, N, "127.0.0.1"), protocol=other)

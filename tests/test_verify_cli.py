@@ -1,7 +1,6 @@
 """`p4gen verify` checks what it is given: one-line errors, NOT COVERED, --jobs, progress only on a terminal."""
 
 import argparse
-import copy
 import io
 import json
 
@@ -49,7 +48,7 @@ def test_dir_without_plan(tmp_path, capsys):
 
 def _write(tmp_path, edit=None, **spec):
     plan = make_plan(make_spec(**{"variant": "hardened", "max_workers": 4, **spec}), load_target("bmv2"))
-    data = copy.deepcopy(plan.data)
+    data = plan.to_dict()
     if edit:
         edit(data)
     (tmp_path / "plan.json").write_text(json.dumps(data))
@@ -72,10 +71,9 @@ def _drop_rule(d):
 
 
 BAD_PLANS = [
-    (_set(("params", "max_workers"), 1), "max_workers=1 leaves no worker count to prove (it must be an integer in "
-                                         "2..256): NOT COVERED"),
-    (_set(("params", "max_workers"), 0), "max_workers=0 leaves no worker count to prove"),
-    (_set(("params", "max_workers"), -3), "max_workers=-3 leaves no worker count to prove"),
+    (_set(("params", "max_workers"), 1), "plan.json: max_workers=1 must be an integer in 2..256"),
+    (_set(("params", "max_workers"), 0), "plan.json: max_workers=0 must be an integer in 2..256"),
+    (_set(("params", "max_workers"), -3), "plan.json: max_workers=-3 must be an integer in 2..256"),
     (_set(("params", "max_workers"), 4.5), "max_workers=4.5 must be an integer in 2..256"),
     (_set(("params", "slots"), -1), "slots=-1 must be an integer in 1..16777216"),
     (_set(("protocol",), "allreduce"), "protocol='allreduce' must be one of switchml, omnireduce"),
@@ -100,17 +98,15 @@ def test_plan_checked_before_anything_runs(tmp_path, capsys, edit, message):
 
 
 def test_plan_check_names_a_table_that_is_not_total():
-    from types import SimpleNamespace
-
     from p4gen.errors import PlanError
-    from p4gen.verify import plancheck
+    from p4gen.plan import Plan
 
     plan = make_plan(make_spec(variant="hardened", max_workers=4), load_target("bmv2"))
-    data = copy.deepcopy(plan.data)
+    data = plan.to_dict()
     _drop_rule(data)
     with pytest.raises(PlanError) as exc:
-        plancheck.check(SimpleNamespace(data=data))
-    assert str(exc.value) == ("plan.json: the decision table is not total: no rule matches "
+        Plan.from_dict(data, "plan.json")
+    assert str(exc.value) == ("plan.json has no valid decision table: no rule matches "
                               "{'cmp': 'lt', 'seen': '0', 'count': 'none'}")
 
 

@@ -126,7 +126,7 @@ def test_table_paths_are_exclusive_and_exhaustive(variant):
             "mn": z3.Int("mn")}
     feasible = lambda _ops, cond: paths.feasible(cond)  # noqa: E731
     conds = [z3.And(pa.cond) if pa.cond else z3.BoolVal(True)
-             for pa in paths.table_paths(m.table, ws, regs, pkt, feasible)]
+             for pa in paths.table_paths(m.table, ws, regs, pkt, m.codes, feasible)]
     sol = z3.Solver()
     sol.add(z3.Not(z3.Or(conds)))
     assert sol.check() == z3.unsat
@@ -149,15 +149,15 @@ def test_shares_of_a_packet_touch_only_its_worker():
 
 def test_paths_read_the_decision_table():
     # an edit to the table changes the paths the model runs
-    t = decision.decision_table("hardened")
+    t = decision.decision_table("hardened").to_dict()
     ws = Workers.exactly(2)
-    m = base_model("hardened", t)
+    m = base_model("hardened", decision.DecisionTable.from_dict(t))
     before = {c.label for c in m.cases(engine.State.fresh(m.schema, ws, "x"), ws, m.globals(ws)[0],
                                        engine.Event("deliver", 0, 0), z3.Int("k"), True)}
-    for r in decision.step(t, "values")["rules"]:
+    for r in next(s for s in t["steps"] if s["role"] == "values")["rules"]:
         if r["op"] == "add":
             r["op"] = "write"
-    m2 = base_model("hardened", t)
+    m2 = base_model("hardened", decision.DecisionTable.from_dict(t))
     after = {c.label for c in m2.cases(engine.State.fresh(m2.schema, ws, "x"), ws, m2.globals(ws)[0],
                                        engine.Event("deliver", 0, 0), z3.Int("k"), True)}
     assert "advance_window/set/inc_sat/max/add" in before and "advance_window/set/inc_sat/max/add" not in after

@@ -10,20 +10,33 @@ checks that every one is refuted with a concrete trace from the initial state.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from p4gen import decision
+from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from .engine import Model
 from .omni import OmniReduce
 from .protocol import SwitchML
 
 
-def drop_seen(table: dict[str, Any]) -> dict[str, Any]:
+def _edited(f: Callable[[dict[str, Any]], None]) -> Callable[[DecisionTable], DecisionTable]:
+    """A table edit written on the table's JSON form (``f`` changes it in place), as a function of tables."""
+    def edit(table: DecisionTable) -> DecisionTable:
+        t = table.to_dict()
+        f(t)
+        return DecisionTable.from_dict(t)
+    return edit
+
+
+def _rules(t: dict[str, Any], role: str) -> list[dict[str, Any]]:
+    return next(s for s in t["steps"] if s["role"] == role)["rules"]
+
+
+def drop_seen(table: DecisionTable) -> DecisionTable:
     """Ignore the bitmap: rules for seen=1 vanish, rules for seen=0 match always."""
-    t = copy.deepcopy(table)
+    t = table.to_dict()
     for st in t["steps"] + [t["outcome"]]:
         if "seen" not in st.get("keys", []):
             continue
@@ -34,63 +47,62 @@ def drop_seen(table: dict[str, Any]) -> dict[str, Any]:
             r["match"].pop("seen", None)
             rules.append(r)
         st["rules"] = rules
-    return t
+    return DecisionTable.from_dict(t)
 
 
-def set_op(table: dict[str, Any], role: str, old: str, new: str, **match: str) -> dict[str, Any]:
+def set_op(table: DecisionTable, role: str, old: str, new: str, **match: str) -> DecisionTable:
     """Every ``role`` rule naming ``old`` (and matching ``match``) names ``new`` instead."""
-    t = copy.deepcopy(table)
-    for r in decision.step(t, role)["rules"]:
-        if r["op"] == old and all(r["match"].get(k) == v for k, v in match.items()):
-            r["op"] = new
-    return t
+    def f(t):
+        for r in _rules(t, role):
+            if r["op"] == old and all(r["match"].get(k) == v for k, v in match.items()):
+                r["op"] = new
+    return _edited(f)(table)
 
 
-def swap_ops(table: dict[str, Any], role: str, a: str, b: str) -> dict[str, Any]:
-    t = copy.deepcopy(table)
-    for r in decision.step(t, role)["rules"]:
-        r["op"] = {a: b, b: a}.get(r["op"], r["op"])
-    return t
+def swap_ops(table: DecisionTable, role: str, a: str, b: str) -> DecisionTable:
+    def f(t):
+        for r in _rules(t, role):
+            r["op"] = {a: b, b: a}.get(r["op"], r["op"])
+    return _edited(f)(table)
 
 
-def set_outcome(table: dict[str, Any], old_action: str, action: str, stat: str) -> dict[str, Any]:
+def set_outcome(table: DecisionTable, old_action: str, action: str, stat: str) -> DecisionTable:
     """Every outcome rule with ``old_action`` becomes (``action``, ``stat``)."""
-    t = copy.deepcopy(table)
-    for r in t["outcome"]["rules"]:
-        if r["action"] == old_action:
-            r["action"], r["stat"] = action, stat
-    return t
+    def f(t):
+        for r in t["outcome"]["rules"]:
+            if r["action"] == old_action:
+                r["action"], r["stat"] = action, stat
+    return _edited(f)(table)
 
 
-def stale_as_current(table: dict[str, Any]) -> dict[str, Any]:
+def stale_as_current(table: DecisionTable) -> DecisionTable:
     """Hardened: packets older than the stored chunk are treated like current ones."""
-    t = copy.deepcopy(table)
+    t = table.to_dict()
     for st in t["steps"] + [t["outcome"]]:
         rules = []
         for r in st["rules"]:
             if r["match"].get("cmp") == "lt":
                 continue
             if r["match"].get("cmp") == "eq":
-                r = copy.deepcopy(r)
                 r["match"]["cmp"] = "*"
             rules.append(r)
         st["rules"] = rules
     # gt rules must still win over the widened eq rules: move them first
     for st in t["steps"] + [t["outcome"]]:
         st["rules"].sort(key=lambda r: 0 if r["match"].get("cmp") == "gt" else 1)
-    return t
+    return DecisionTable.from_dict(t)
 
 
-def header_only_adds(table: dict[str, Any]) -> dict[str, Any]:
+def header_only_adds(table: DecisionTable) -> DecisionTable:
     """OmniReduce: the values step adds whatever a packet carries, data header or not."""
-    t = copy.deepcopy(table)
-    for r in decision.step(t, "values")["rules"]:
-        if r["op"] == "add":
-            r["match"]["data"] = "*"
-    return t
+    def f(t):
+        for r in _rules(t, "values"):
+            if r["op"] == "add":
+                r["match"]["data"] = "*"
+    return _edited(f)(table)
 
 
-def _table(f: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[Model], Model]:
+def _table(f: Callable[[DecisionTable], DecisionTable]) -> Callable[[Model], Model]:
     return lambda m: replace(m, table=f(m.table))
 
 
@@ -173,17 +185,20 @@ CATALOGUE: list[Mutant] = [
 VARIANTS = ("reference", "hardened", "omnireduce")
 
 
-def base_model(variant: str, table: dict[str, Any] | None = None, slots: int = 512) -> Model:
-    """The model of a variant's table (``table``: a plan's decision of that variant; default: the built-in one)."""
+def base_model(variant: str, table: DecisionTable | None = None, slots: int = 512, codes: Codes = STANDARD_CODES,
+               stats: tuple[str, ...] = tuple(STATS)) -> Model:
+    """The model of a variant's table (``table``: a plan's decision of that variant, with the plan's
+    ``codes`` and ``stats``; default: the built-in table)."""
     if variant == "omnireduce":
         return OmniReduce(table if table is not None else decision.decision_table("hardened", "omnireduce"),
-                          slots=slots)
+                          slots=slots, codes=codes, stats=stats)
     return SwitchML(table if table is not None else decision.decision_table(variant),
-                    fifo=(variant == "reference"), slots=slots)
+                    fifo=(variant == "reference"), slots=slots, codes=codes, stats=stats)
 
 
-def mutant_model(m: Mutant, table: dict[str, Any] | None = None, slots: int = 512) -> Model:
-    return m.apply(base_model(m.variant, table, slots))
+def mutant_model(m: Mutant, table: DecisionTable | None = None, slots: int = 512, codes: Codes = STANDARD_CODES,
+                 stats: tuple[str, ...] = tuple(STATS)) -> Model:
+    return m.apply(base_model(m.variant, table, slots, codes, stats))
 
 
 def of_variant(variant: str) -> list[Mutant]:

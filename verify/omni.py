@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 import z3
 
-from p4gen import decision
+from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
 from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep
@@ -119,9 +119,11 @@ def is_min(ws: Workers, x, k, members: Callable[[Any], Any] | None = None):
 
 @dataclass
 class OmniReduce(Model):
-    table: dict[str, Any]
+    table: DecisionTable
     copy_rule: str = "round"       # round: k mod 2 | zero: always copy 0 (no shadow copy)
     slots: int = 64                # display only
+    codes: Codes = STANDARD_CODES  # the plan's observation and outcome codes
+    stats: tuple[str, ...] = tuple(STATS)     # the plan's packet counter indices
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     name = "omnireduce"
@@ -175,11 +177,11 @@ class OmniReduce(Model):
         regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
                 "exp": s.ex[v], "mn": s.mn[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self._prune(ws, w, v) if prune else None):
+        for pa in table_paths(self.table, ws, regs, pkt, self.codes, self._prune(ws, w, v) if prune else None):
             post = s.clone()
             post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
             post.sh[v], post.ex[v], post.mn[v] = pa.reg["val"], pa.reg["exp"], pa.reg["mn"]
-            info = dict(outcome(self.table, pa), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
+            info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
                         mn_carried=pa.reg["mn_carried"],
                         contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add", "clear")))
             guard, checks = self._deliver(s, ws, ev, k, post, info)
@@ -247,7 +249,7 @@ class OmniReduce(Model):
                 what = f"round tsi {k + OFF} packet ({pkt}) arrives again (retransmission)"
             else:
                 what = f"round tsi {k + OFF} packet ({pkt}) arrives"
-            stat = decision.STATS[st.int(st.info["stat"])]
+            stat = self.stats[st.int(st.info["stat"])]
             mn = _offset_text(st.int(st.info["mn_carried"]))
             act = {"multicast": f"multicast result tsi {k + OFF}, next={mn}",
                    "unicast": f"unicast result tsi {k + OFF}, next={mn} to worker {e.worker}",

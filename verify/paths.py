@@ -1,6 +1,6 @@
 """Paths through a decision table: the switch step of every protocol model.
 
-Every step of ``plan.data["decision"]`` is taken entry by entry from
+Every step of the plan's decision table is taken entry by entry from
 ``p4gen.decision.expand`` (the const entries of the P4 tables), each entry's
 op is evaluated with the ``p4gen.ops`` definition over the Z3 algebras of
 :mod:`p4gen.verify.z3alg`, and the entries select among the results.  A
@@ -21,6 +21,7 @@ from typing import Any, Callable
 import z3
 
 from p4gen import decision, ops
+from p4gen.decision import Codes, DecisionTable
 
 from .workers import Workers
 from .z3alg import Z3, BitsAlgebra, Mask, ValuesAlgebra
@@ -54,14 +55,14 @@ class Path:
         return "/".join(self.ops[r] for r in self.ops)
 
 
-def _select(keys: list[str], rules: list[dict], obs: dict[str, Any], label: Callable[[dict], Any]):
+def _select(keys, rules, obs: dict[str, Any], codes: Codes, label: Callable[[Any], Any]):
     """Group a step's expanded const entries by what they select: {selection: condition}, in entry order."""
     groups: dict[Any, list] = {}
     eqs: dict[tuple[str, str], Any] = {}
     for combo, rule in decision.expand(keys, rules):
         for key, val in combo.items():
             if (key, val) not in eqs:
-                eqs[key, val] = obs[key] == decision.CODES[key][val]
+                eqs[key, val] = obs[key] == codes.observation(key, val)
         cond = z3.And([eqs[key, val] for key, val in combo.items()])
         groups.setdefault(label(rule), []).append(cond)
     return {sel: (conds[0] if len(conds) == 1 else z3.Or(conds)) for sel, conds in groups.items()}
@@ -78,7 +79,7 @@ def _code(y):
     return y if isinstance(y, bool) else z3.simplify(y)
 
 
-def table_paths(table: dict[str, Any], ws: Workers, regs: dict[str, Any], pkt: Packet,
+def table_paths(table: DecisionTable, ws: Workers, regs: dict[str, Any], pkt: Packet, codes: Codes,
                 prune: Callable[[tuple, list], bool] | None = None) -> list[Path]:
     """Run ``table`` on a packet, one :class:`Path` per entry sequence.
 
@@ -89,11 +90,11 @@ def table_paths(table: dict[str, Any], ws: Workers, regs: dict[str, Any], pkt: P
     bits, valg = BitsAlgebra(ws), ValuesAlgebra(ws)
     reg0 = dict(regs, carried=pkt.values, exp_carried=pkt.exponent, mn_carried=pkt.nxt)
     paths = [Path([], reg0, dict(pkt.obs), {})]
-    for stp in table["steps"]:
-        role = stp["role"]
+    for stp in table.steps:
+        role = stp.role
         nxt: list[Path] = []
         for pa in paths:
-            choices = _select(stp["keys"], stp["rules"], pa.obs, lambda r: r["op"])
+            choices = _select(stp.keys, stp.rules, pa.obs, codes, lambda r: r.op)
             sels = list(choices)
             for i, op in enumerate(sels):
                 taken = [z3.Not(choices[x]) for x in sels[:i]] + ([choices[op]] if i < len(sels) - 1 else [])
@@ -127,26 +128,26 @@ def table_paths(table: dict[str, Any], ws: Workers, regs: dict[str, Any], pkt: P
                     reg["mn"], reg["mn_carried"] = ops.minnext_op(op, reg["mn"], pkt.nxt, Z3)
                 else:
                     raise KeyError(f"register role {role!r}")
-                if stp["yields"]:
-                    obs[stp["yields"]] = _code(y)
+                if stp.yields:
+                    obs[stp.yields] = _code(y)
                 nxt.append(Path(cond, reg, obs, path_ops))
         paths = nxt
     return paths
 
 
-def outcome(table: dict[str, Any], pa: Path) -> dict[str, Any]:
+def outcome(table: DecisionTable, pa: Path, codes: Codes, stats: tuple[str, ...]) -> dict[str, Any]:
     """The outcome step on a path: multicast / unicast (Z3 Bools) and the packet counter index."""
-    oc = table["outcome"]
-    outs = _select(oc["keys"], oc["rules"], pa.obs, lambda r: (r["action"], r["stat"]))
+    oc = table.outcome
+    outs = _select(oc.keys, oc.rules, pa.obs, codes, lambda r: (r.action, r.stat))
     sels = list(outs)
     # first-listed selection wins, the last one is the default (as for the register steps)
     mc = uc = stat = None
     for i in reversed(range(len(sels))):
         (a, st), c = sels[i], outs[sels[i]]
         if i == len(sels) - 1:
-            mc, uc, stat = z3.BoolVal(a == "multicast"), z3.BoolVal(a == "unicast"), z3.IntVal(decision.STATS.index(st))
+            mc, uc, stat = z3.BoolVal(a == "multicast"), z3.BoolVal(a == "unicast"), z3.IntVal(stats.index(st))
         else:
             mc = z3.If(c, z3.BoolVal(a == "multicast"), mc)
             uc = z3.If(c, z3.BoolVal(a == "unicast"), uc)
-            stat = z3.If(c, z3.IntVal(decision.STATS.index(st)), stat)
+            stat = z3.If(c, z3.IntVal(stats.index(st)), stat)
     return {"mc": z3.simplify(mc), "uc": z3.simplify(uc), "stat": z3.simplify(stat)}

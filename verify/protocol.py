@@ -46,11 +46,10 @@ real ones.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import z3
 
-from p4gen import decision
+from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
 from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
@@ -89,13 +88,15 @@ SCHEMA = {"bm": ("bits", 2), "cnt": ("int", 2), "chk": ("int", 2), "sh": ("share
 
 @dataclass
 class SwitchML(Model):
-    table: dict[str, Any]
+    table: DecisionTable
     fifo: bool
     copy_rule: str = "round"       # round: k mod 2 | zero: always 0 | toggle: either copy (flip per send)
     label_check: bool = True
     counter_delta: int = 0         # num_workers the counter compares with = n + delta
     slots: int = 512               # display only
     far_frames: bool = True        # hardened tables: a registered worker's corrupted frame far ahead (deliver_far)
+    codes: Codes = STANDARD_CODES  # the plan's observation and outcome codes
+    stats: tuple[str, ...] = tuple(STATS)     # the plan's packet counter indices
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     name = "switchml"
@@ -103,7 +104,7 @@ class SwitchML(Model):
 
     @property
     def hardened(self) -> bool:
-        return decision.step(self.table, "chunk") is not None
+        return self.table.step("chunk") is not None
 
     @property
     def properties(self) -> dict[str, str]:
@@ -170,11 +171,12 @@ class SwitchML(Model):
         regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
                 "exp": s.ex[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self._prune(ws, w, v, ev.kind, extra) if prune else None):
+        for pa in table_paths(self.table, ws, regs, pkt, self.codes,
+                              self._prune(ws, w, v, ev.kind, extra) if prune else None):
             post = s.clone()
             post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
             post.sh[v], post.ex[v] = pa.reg["val"], pa.reg["exp"]
-            info = dict(outcome(self.table, pa), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
+            info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
                         contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add")))
             if far:
                 guard, checks = self._deliver_far(s, ws, ev, post, info, extra)
@@ -261,7 +263,7 @@ class SwitchML(Model):
         e = st.event
         cur = st.int(st.pre.cur.get(e.worker))
         if e.kind == "deliver_far":
-            stat = decision.STATS[st.int(st.info["stat"])]
+            stat = self.stats[st.int(st.info["stat"])]
             act = {"multicast": "multicast result", "unicast": f"unicast result to worker {e.worker}",
                    "absorbed": "takes the frame, no packet out"}.get(stat, f"drop ({stat})")
             return TraceRow(st.index, e.worker, slot, e.copy, "far ahead",
@@ -274,7 +276,7 @@ class SwitchML(Model):
                 what = f"packet for chunk {chunk(k)} arrives again (retransmission)"
             else:
                 what = f"packet for chunk {chunk(k)} arrives"
-            stat = decision.STATS[st.int(st.info["stat"])]
+            stat = self.stats[st.int(st.info["stat"])]
             act = {"multicast": f"multicast result labelled {chunk(k)}",
                    "unicast": f"unicast result labelled {chunk(k)} to worker {e.worker}",
                    "absorbed": "add contribution, no packet out"}.get(stat, f"drop ({stat})")

@@ -56,7 +56,7 @@ def _assumptions(c: plancheck.Checked, fifo: bool) -> list[str]:
             "what each worker sends in each round (a block or header-only, and its next offset) is arbitrary",
         ]
     return [
-        f"decision table: {c.variant} variant ({table.get('assumption', '')})",
+        f"decision table: {c.variant} variant ({table.assumption})",
         "network: switch->worker results may be lost, duplicated and reordered; worker->switch packets may be "
         "lost, duplicated and reordered" + (", except that each worker's link to the switch delivers in order "
                                             "(FIFO)" if fifo else " (no FIFO assumption)"),
@@ -100,7 +100,7 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         progress: Callable[[int, int, str], Any] | None = None) -> VerifyReport:
     """Prove the plan's fixed-point and protocol properties; optionally refute the mutant catalogue."""
     t_start = time.perf_counter()
-    c = plancheck.check(plan, str(getattr(plan, "source", "plan.json")))
+    c = plancheck.check(plan)
     if workers:
         bad = [n for n in workers if not 2 <= n <= c.max_workers]
         if bad:
@@ -113,7 +113,7 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise PlanError(f"--jobs {jobs} must be at least 1")
-    model = base_model(c.variant, c.table, c.slots)
+    model = base_model(c.variant, c.table, c.slots, c.codes, c.stats)
     if isinstance(model, SwitchML):
         model = replace(model, fifo=(c.variant == "reference") if fifo is None else fifo)
     fifo_used = getattr(model, "fifo", False)
@@ -121,7 +121,7 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
     required = list(range(lo, hi + 1))
     rep = VerifyReport(variant=c.variant, fifo=fifo_used, assumptions=_assumptions(c, fifo_used), required=required,
                        jobs=jobs)
-    out(f"p4gen verify: {c.protocol} {c.table.get('variant', c.variant)} variant, value_width={c.value_width}, "
+    out(f"p4gen verify: {c.protocol} {c.table.variant or c.variant} variant, value_width={c.value_width}, "
         f"max_workers={c.max_workers}, slots={c.slots}, n={lo}..{hi} in one proof, {jobs} job(s)")
     for a in rep.assumptions:
         out(f"  assume: {a}")
@@ -133,7 +133,7 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
              Task("words", ("words", c.words), f"bitmap word split ({c.words} word(s))")]
     tasks += [Task(f"unit/{u.index}", ("unit", model, lo, hi, u.index), f"{group} {u.where}") for u in units]
     muts = of_variant(c.variant) if mutants else []
-    tasks += [Task(f"mutant/{m.name}", ("search", mutant_model(m, c.table, c.slots), m.n, BMC_DEPTH, None, None, 0, 3),
+    tasks += [Task(f"mutant/{m.name}", ("search", mutant_model(m, c.table, c.slots, c.codes, c.stats), m.n, BMC_DEPTH, None, None, 0, 3),
                    f"mutant {m.name}") for m in muts]
     pool = Pool(jobs, progress)
     state.pool = pool

@@ -51,84 +51,80 @@ def _port_range(lo: int, hi: int) -> tuple[int, int]:
 
 
 def context(plan: Plan) -> dict[str, Any]:
-    d = plan.data
     p = plan.params
+    codes = plan.codes
     arch = plan.arch
-    prefix = d["p4names"]["prefix"]
     consts: list[tuple[str, int, str]] = [
         ("ETHERTYPE_IPV4", 16, "0x0800"), ("IPPROTO_UDP", 8, "17"),
-        ("MSG_CONTRIBUTION", 4, str(p["msg_contribution"])), ("MSG_RESULT", 4, str(p["msg_result"])),
-        ("SLOT_MASK", 16, _hex((1 << p["slot_bits"]) - 1)),
-        ("FLOOD_GROUP_BASE", 16, _hex(p["flood_group_base"])),
+        ("MSG_CONTRIBUTION", 4, str(p.msg_contribution)), ("MSG_RESULT", 4, str(p.msg_result)),
+        ("SLOT_MASK", 16, _hex((1 << p.slot_bits) - 1)),
+        ("FLOOD_GROUP_BASE", 16, _hex(p.flood_group_base)),
     ]
-    for obs, codes in decision.CODES.items():
+    # observations by name, values and outcomes by code: a plan read back from plan.json renders the same
+    for obs in sorted(codes.observations):
         if obs == "seen":
             continue
-        for name, code in codes.items():
+        for name, code in sorted(codes.observations[obs].items(), key=lambda kv: (kv[1], kv[0])):
             consts.append((_const_name(obs, name), 8, str(code)))
-    for name, code in decision.OUTCOME_CODES.items():
+    for name, code in sorted(codes.outcomes.items(), key=lambda kv: (kv[1], kv[0])):
         consts.append((_const_name("out", name), 8, str(code)))
-    for i, name in enumerate(decision.STATS):
+    for i, name in enumerate(plan.stats):
         consts.append((_const_name("stat", name), 8, str(i)))
     op_const = {}
     # in the order of p4gen.ops, codes ascending: a plan read back from plan.json (keys sorted) renders the same
-    roles = sorted(p["op_codes"], key=lambda r: (list(ops.OPS).index(r) if r in ops.OPS else len(ops.OPS), r))
+    roles = sorted(codes.ops, key=lambda r: (list(ops.OPS).index(r) if r in ops.OPS else len(ops.OPS), r))
     for role in roles:
-        codes = p["op_codes"][role]
-        for op, code in sorted(codes.items(), key=lambda kv: (kv[1], kv[0])):
+        for op, code in sorted(codes.ops[role].items(), key=lambda kv: (kv[1], kv[0])):
             cname = _const_name("op", role, op)
             op_const[(role, op)] = cname
             consts.append((cname, 8, str(code)))
-    udp_value, udp_mask = _port_range(p["udp_port_min"], p["udp_port_max"])
+    udp_value, udp_mask = _port_range(p.udp_port_min, p.udp_port_max)
 
-    headers = [h for h in d["headers"] if h["name"] not in ("data",)]
+    headers = [h for h in plan.headers if h.name != "data"]
     data = plan.header("data")
-    passes = p["passes"]
-    regs = []
-    for r in d["registers"]:
-        regs.append({**r, "lo_hi": r["lanes"] == 2})
-    step_roles = [s["role"] for s in plan.decision["steps"]]
-    stream = passes > 1 and p.get("pass_mode") == "stream"
-
-    def fq(scope: str, name: str) -> str:
-        ctl = d["p4names"]["ingress"] if scope == "ingress" else d["p4names"]["egress"]
-        return f"{prefix}{ctl}.{name}"
+    passes = p.passes
+    regs = [{"r": r, "name": r.name, "role": r.role, "entries": r.entries, "entry_bits": r.entry_bits,
+             "lanes": r.lanes, "lane_bits": r.lane_bits, "stage": r.stage, "id": r.id, "word": r.word,
+             "elements": r.elements, "lo_hi": r.lanes == 2} for r in plan.registers]
+    step_roles = [s.role for s in plan.decision.steps]
+    stream = passes > 1 and p.pass_mode == "stream"
 
     tables = {}
-    for t in d["tables"]:
+    for t in plan.tables:
         entries = []
-        for e in t.get("entries", []):
-            match = [str(e["match"][k["name"]]) for k in t["keys"]]
-            args = ", ".join(str(v) for v in e["args"].values())
-            entries.append({"match": match, "action": e["action"], "args": args, "comment": e["comment"]})
-        default_args = ", ".join(str(v) for v in t.get("default_args", {}).values())
-        tables[t["name"]] = {**t, "entries": entries, "default_args": default_args, "fq": fq(t["scope"], t["name"])}
-    actions = {a["name"]: a for a in d["actions"]}
+        for e in t.entries:
+            entries.append({"match": [str(e.match[k.name]) for k in t.keys], "action": e.action,
+                            "args": ", ".join(str(v) for v in e.args.values()), "comment": e.comment})
+        tables[t.name] = {"name": t.name, "id": t.id, "keys": t.keys, "actions": t.actions, "size": t.size,
+                          "default_action": t.default_action, "entries": entries,
+                          "default_args": ", ".join(str(v) for v in (t.default_args or {}).values()),
+                          "fq": plan.p4names.qualified(t.scope, t.name)}
+    actions = {a.name: a for a in plan.actions}
 
     return {
-        "plan": d, "p": p, "arch": arch, "is_tna": arch in ("tna", "t2na"),
+        "plan": plan, "p": p, "arch": arch, "is_tna": arch in ("tna", "t2na"),
         "include": {"tna": "tna.p4", "t2na": "t2na.p4", "v1model": "v1model.p4"}[arch],
         "consts": consts, "op_const": op_const, "headers": headers, "data": data, "passes": passes,
         "data_insts": ["data0"] if stream else [f"data{i}" for i in range(passes)],
         "recirc": plan.header("recirc") if passes > 1 else None,
-        "meta": d["metadata"] + [{"name": f"mask{i}", "bits": 32} for i in range(p["bitmap_words"])]
-                + [{"name": f"seen{i}", "bits": 8} for i in range(p["bitmap_words"])]
+        "meta": list(plan.metadata) + [{"name": f"mask{i}", "bits": 32} for i in range(p.bitmap_words)]
+                + [{"name": f"seen{i}", "bits": 8} for i in range(p.bitmap_words)]
                 + ([{"name": "harvest", "bits": 8}] if stream else []),
         **_pass_context(plan),
         "registers": regs, "values": [r for r in regs if r["role"] == "values"],
         "bitmaps": [r for r in regs if r["role"] == "bitmap"],
         "reg": {r["name"]: r for r in regs if r["role"] != "values" and r["role"] != "bitmap"},
-        "step_roles": step_roles, "steps": plan.decision["steps"],
+        "step_roles": step_roles, "steps": plan.decision.steps,
         # the ops some const entry selects (Plan guarantees tables == the expansion of decision)
-        "used_ops": {s["role"]: sorted({rule["op"] for _, rule in decision.expand(s["keys"], s["rules"])},
-                                       key=p["op_codes"][s["role"]].get)
-                     for s in plan.decision["steps"]},
-        "tables": tables, "actions": actions, "stats": d["counters"][0],
+        "used_ops": {s.role: sorted({rule.op for _, rule in decision.expand(s.keys, s.rules)},
+                                    key=codes.ops[s.role].get)
+                     for s in plan.decision.steps},
+        "tables": tables, "actions": actions, "stats": plan.counter("stats"),
         "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
-        "w": p["value_width"], "hexid": lambda v: f"0x{v:08x}",
-        "names": d["p4names"],
-        "omni": d["protocol"] == "omnireduce",
-        "data_bytes": data["bytes"],
+        "w": p.value_width, "hexid": lambda v: f"0x{v:08x}",
+        "names": plan.p4names,
+        "omni": plan.protocol == "omnireduce",
+        "data_bytes": data.bytes,
     }
 
 
@@ -144,15 +140,15 @@ def _pass_context(plan: Plan) -> dict[str, Any]:
     from ..planner import PHASE_CONSUME, PHASE_HARVEST
 
     p = plan.params
-    fold = int(p.get("pass_pipes", 1))
-    ctx: dict[str, Any] = {"stream": p["passes"] > 1 and p.get("pass_mode") == "stream", "folded": fold > 1,
+    fold = p.pass_pipes
+    ctx: dict[str, Any] = {"stream": p.passes > 1 and p.pass_mode == "stream", "folded": fold > 1,
                            "phase_consume": PHASE_CONSUME, "phase_harvest": PHASE_HARVEST}
     if fold == 1:
         return {**ctx, "recirc_ports": ["RECIRC_PORT"], "consume_port": "RECIRC_PORT", "harvest_port": "RECIRC_PORT",
-                "index_shift": p["pass_bits"]}
-    local = p["recirc_port"] & 0x7F
+                "index_shift": p.pass_bits}
+    local = p.recirc_port & 0x7F
     ports = []
-    for pipe in range(int(plan.target["pipes"])):
+    for pipe in range(plan.target.pipes):
         if pipe % fold:
             ports.append(f"{_hex(pipe << 7)} &&& 0x180")     # a loopback pipe: every port
         else:

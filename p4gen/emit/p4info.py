@@ -14,54 +14,52 @@ from ..plan import Plan
 
 
 def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
-    d = plan.data
-    prefix = d["p4names"]["prefix"]
-    ctl = {"ingress": d["p4names"]["ingress"], "egress": d["p4names"]["egress"]}
+    names = plan.p4names
 
-    def preamble(entity, item: dict, scope: str) -> None:
-        entity.preamble.id = item["id"]
-        entity.preamble.name = f"{prefix}{ctl[scope]}.{item['name']}"
-        entity.preamble.alias = item["name"]
+    def preamble(entity, item, scope: str) -> None:
+        entity.preamble.id = item.id
+        entity.preamble.name = names.qualified(scope, item.name)
+        entity.preamble.alias = item.name
 
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = plan.arch
-    info.pkg_info.name = f"p4gen-{d['protocol']}-{d['variant']}"
-    info.pkg_info.version = d["generator"]["version"]
-    actions = {a["name"]: a for a in d["actions"]}
-    for t in d["tables"]:
+    info.pkg_info.name = f"p4gen-{plan.protocol}-{plan.variant}"
+    info.pkg_info.version = plan.generator.version
+    actions = {a.name: a for a in plan.actions}
+    for t in plan.tables:
         pt = info.tables.add()
-        preamble(pt, t, t["scope"])
-        for i, k in enumerate(t["keys"], start=1):
+        preamble(pt, t, t.scope)
+        for i, k in enumerate(t.keys, start=1):
             mf = pt.match_fields.add()
             mf.id = i
-            mf.name = k["name"]
-            mf.bitwidth = k["bits"]
+            mf.name = k.name
+            mf.bitwidth = k.bits
             mf.match_type = p4info_pb2.MatchField.EXACT
-        for a in t["actions"]:
+        for a in t.actions:
             ref = pt.action_refs.add()
-            ref.id = actions[a]["id"]
-        pt.const_default_action_id = actions[t["default_action"]]["id"]
-        pt.size = t["size"]
-        if t["const"]:
+            ref.id = actions[a].id
+        pt.const_default_action_id = actions[t.default_action].id
+        pt.size = t.size
+        if t.const:
             pt.is_const_table = True
-    for a in d["actions"]:
+    for a in plan.actions:
         pa = info.actions.add()
-        preamble(pa, a, a["scope"])
-        for i, prm in enumerate(a["params"], start=1):
+        preamble(pa, a, a.scope)
+        for i, prm in enumerate(a.params, start=1):
             pp = pa.params.add()
             pp.id = i
-            pp.name = prm["name"]
-            pp.bitwidth = prm["bits"]
-    for cnt in d["counters"]:
+            pp.name = prm.name
+            pp.bitwidth = prm.bits
+    for cnt in plan.counters:
         pc = info.counters.add()
-        preamble(pc, cnt, cnt["scope"])
+        preamble(pc, cnt, cnt.scope)
         pc.spec.unit = p4info_pb2.CounterSpec.BOTH
-        pc.size = cnt["size"]
-    for r in d["registers"]:
+        pc.size = cnt.size
+    for r in plan.registers:
         pr = info.registers.add()
         preamble(pr, r, "ingress")
-        pr.type_spec.bitstring.bit.bitwidth = r["entry_bits"]
-        pr.size = r["entries"]
+        pr.type_spec.bitstring.bit.bitwidth = r.entry_bits
+        pr.size = r.entries
     return info
 
 

@@ -15,29 +15,28 @@ def _frac(used: int, limit: int | None) -> str:
 
 
 def report_dict(plan: Plan) -> dict[str, Any]:
-    d = plan.data
     p = plan.params
-    t = d["target"]
     stages = []
-    for st in d["stages"]:
-        row = {"stage": st["index"], "registers": st["registers"], "tables": st.get("tables", []),
-               "alus_used": st["alus_used"], "alus_limit": st.get("alus_limit"),
-               "sram_blocks_used": st["sram_blocks_used"], "sram_blocks_limit": st.get("sram_blocks_limit")}
+    for st in plan.stages:
+        row = {"stage": st.index, "registers": list(st.registers), "tables": list(st.tables),
+               "alus_used": st.alus_used, "alus_limit": st.alus_limit,
+               "sram_blocks_used": st.sram_blocks_used, "sram_blocks_limit": st.sram_blocks_limit}
         if row["alus_limit"] is not None:
             row["alus_headroom"] = row["alus_limit"] - row["alus_used"]
             row["sram_blocks_headroom"] = row["sram_blocks_limit"] - row["sram_blocks_used"]
         stages.append(row)
-    header_bytes = {h["name"]: h["bytes"] * h.get("repeat", 1) for h in d["headers"] if not h.get("internal")}
+    header_bytes = {h.name: h.bytes * h.repeat for h in plan.headers if not h.internal}
+    plain = plan.to_dict()
     return {
-        "protocol": d["protocol"], "variant": d["variant"], "requested_variant": d["requested_variant"],
-        "assumption": d["decision"]["assumption"],
-        "target": t["name"], "arch": t["arch"],
-        "slots": p["slots"], "elements_per_packet": p["elements_per_packet"],
-        "elements_per_pass": p["elements_per_pass"], "passes": p["passes"],
-        "max_workers": p["max_workers"], "jobs": p["jobs"], "value_width": p["value_width"],
+        "protocol": plan.protocol, "variant": plan.variant, "requested_variant": plan.requested_variant,
+        "assumption": plan.decision.assumption,
+        "target": plan.target.name, "arch": plan.arch,
+        "slots": p.slots, "elements_per_packet": p.elements_per_packet,
+        "elements_per_pass": p.elements_per_pass, "passes": p.passes,
+        "max_workers": p.max_workers, "jobs": p.jobs, "value_width": p.value_width,
         "frame_bytes": sum(header_bytes.values()), "header_bytes": header_bytes,
-        "stages": stages, "totals": d["resources"], "alternative": d["alternative"],
-        "largest_slots": d["limits"]["largest_slots"],
+        "stages": stages, "totals": plain["resources"], "alternative": plain["alternative"],
+        "largest_slots": plan.limits.largest_slots,
     }
 
 
@@ -45,13 +44,13 @@ def render_report_json(plan: Plan) -> str:
     return json.dumps(report_dict(plan), indent=2, sort_keys=True) + "\n"
 
 
-def _pass_note(p: dict[str, Any]) -> str:
+def _pass_note(p) -> str:
     """How the passes run, when not resident in one pipe (docs/layout.md)."""
     notes = []
-    if p["passes"] > 1 and p.get("pass_mode") == "stream":
+    if p.passes > 1 and p.pass_mode == "stream":
         notes.append("streamed: each pass parses only its own values, results read back in harvest passes")
-    if p.get("pass_pipes", 1) > 1:
-        notes.append(f"folded over {p['pass_pipes']} pipes (their ports at the workers' port numbers in loopback)")
+    if p.pass_pipes > 1:
+        notes.append(f"folded over {p.pass_pipes} pipes (their ports at the workers' port numbers in loopback)")
     return "; " + "; ".join(notes) if notes else ""
 
 

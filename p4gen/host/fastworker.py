@@ -60,7 +60,7 @@ class FastWorker(Worker):
         self._signed = np.dtype(">i4" if w == 32 else ">i2")
         self._lim = codec.limit(self.n, w)
         self._scales: dict[int, float] = {}
-        self._msg_result = int(L.params["msg_result"])
+        self._msg_result = L.params.msg_result
         self._tail = L.frame_len - L.values_offset - self.k * (w // 8)
         self._tail_bytes = bytes(self._tail)
         self._zero_payload = bytes(self.k * (w // 8))

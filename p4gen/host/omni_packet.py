@@ -61,8 +61,8 @@ class OmniFrames:
         self.layout = L = layout
         self.src, self.dst, self.job = src, dst, int(job)
         self.payload_bytes = L.frame_len - L.values_offset
-        self._msg_contrib = int(L.params["msg_contribution"])
-        self._msg_result = int(L.params["msg_result"])
+        self._msg_contrib = L.params.msg_contribution
+        self._msg_result = L.params.msg_result
         self._units = {flag: list(L.struct.unpack_from(self.reference(0, 0, 0, 0, flag == FLAG_DATA,
                                                                      b"\0" * self.payload_bytes)))
                        for flag in (0, FLAG_DATA)}

@@ -35,7 +35,7 @@ def contribution_frame(layout: FrameLayout, src: Endpoint, dst: Endpoint, *, job
     (required), and ``values=None`` makes a header-only packet (agg.flags 0);
     with values, agg.flags is 1 and the data header follows.
     """
-    mt = layout.params["msg_contribution"] if msg_type is None else msg_type
+    mt = layout.params.msg_contribution if msg_type is None else msg_type
     agg = {"msg_type": mt, "job": job, "exponent": exponent, "tsi": tsi, "pool_index": pool_index}
     if layout.omni:
         if next is None:
@@ -72,9 +72,9 @@ def parse_result(layout: FrameLayout, frame) -> Result:
     """A switch result (msg_type 1) -> Result; anything else raises a PacketError."""
     hdrs, values = layout.decode(frame, result=True)
     agg = hdrs["agg"]
-    if agg["msg_type"] != layout.params["msg_result"]:
+    if agg["msg_type"] != layout.params.msg_result:
         raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a result "
-                              f"({layout.params['msg_result']})")
+                              f"({layout.params.msg_result})")
     return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
 
 
@@ -82,7 +82,7 @@ def parse_contribution(layout: FrameLayout, frame) -> Result:
     """A contribution (msg_type 0) -> Result-shaped record (used by tests and tools)."""
     hdrs, values = layout.decode(frame)
     agg = hdrs["agg"]
-    if agg["msg_type"] != layout.params["msg_contribution"]:
+    if agg["msg_type"] != layout.params.msg_contribution:
         raise MalformedPacket(f"agg msg_type={agg['msg_type']} is not a contribution")
     return Result(agg["job"], agg["tsi"], agg["pool_index"], agg["exponent"], values, hdrs)
 

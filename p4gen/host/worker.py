@@ -132,7 +132,7 @@ class Worker:
         self.job = int(job)
         self.k = layout.elements
         self.value_width = layout.value_width
-        self.slot_bits = int(p["slot_bits"])
+        self.slot_bits = p.slot_bits
         if not 1 <= window <= (1 << self.slot_bits):
             raise WorkerError(f"window={window} must be in 1..{1 << self.slot_bits}")
         if n_workers < 1:

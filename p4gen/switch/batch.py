@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import decision as dmod
-from .. import ops
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
 from .batch_emit import GroupArrays
 
@@ -82,7 +80,7 @@ class BatchExecutor:
         if deferred:
             carried = self._apply_values_batch(deferred)
             for (i, frame, port, u, action, exp_out, mgid, _v, data, nxt_out), payload in zip(deferred, carried):
-                results[i] = [] if action == ops.OUT_DROP else self._emit(frame, port, u, action, exp_out,
+                results[i] = [] if action == self._out_drop else self._emit(frame, port, u, action, exp_out,
                                                                          payload, mgid, data, nxt_out)
         return results
 
@@ -129,7 +127,7 @@ class BatchExecutor:
             return
         # the decision loop over ints: observation codes must be dense 0..r-1
         for name in self._yields:
-            if sorted(dmod.CODES[name].values()) != list(range(len(dmod.OBSERVATIONS[name]))):
+            if sorted(self.codes.observations[name].values()) != list(range(len(self.codes.observations[name]))):
                 return
         self._vec_loop = self._make_loop()
         # workers keys of whole bytes that leave at least one byte for the ingress port: exact look-ups
@@ -398,7 +396,7 @@ class BatchExecutor:
                 by[s] += int(byt[s])
         # value registers: the whole batch at once
         data_a = data.astype(bool) if self._omni else None      # every packet carries data otherwise
-        emits = A_a != ops.OUT_DROP
+        emits = A_a != self._out_drop
         carried, has_carry = self._values_vec(sc, VO_a, data_a, adm, order, emits)
         return (order, gidx, emits.nonzero()[0], A_a, E_a, N_a, pv[:, 6], carried, has_carry, data_a)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import ops
 
 
 class BatchEmitter:
@@ -106,11 +105,11 @@ class BatchEmitter:
         else:
             R = self._rewrite_result_fields(X, Lx, sel, grow, E, N, vlen)
         acts = A[sel]
-        if (acts == ops.OUT_MULTICAST).all():
+        if (acts == self._out_multicast).all():
             uni, mc = acts[:0], np.arange(len(sel))
         else:
-            uni = (acts == ops.OUT_UNICAST).nonzero()[0]
-            mc = (acts == ops.OUT_MULTICAST).nonzero()[0]
+            uni = (acts == self._out_unicast).nonzero()[0]
+            mc = (acts == self._out_multicast).nonzero()[0]
         if len(uni):
             if R is None:
                 R = X.view(self._rec(Lx)).reshape(-1)

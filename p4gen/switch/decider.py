@@ -32,19 +32,20 @@ class Decider:
         chain = []
         # observation names available so far, in order; OmniReduce's parser observes ``data`` first
         prior: list[str] = ["data"] if self._omni else []
-        for step in table["steps"]:
-            role = step["role"]
+        codes = self.codes
+        for step in table.steps:
+            role = step.role
             kern = self._kernels.fast[role]
             lut = {}
-            for obs, rule in dmod.expand(prior, step["rules"]):
-                lut[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (kern[rule["op"]], rule["op"])
+            for obs, rule in dmod.expand(prior, step.rules):
+                lut[tuple(codes.observation(k, obs[k]) for k in prior)] = (kern[rule.op], rule.op)
             chain.append((role, lut))
-            if step["yields"]:
-                prior.append(step["yields"])
+            if step.yields:
+                prior.append(step.yields)
         out = {}
-        for obs, rule in dmod.expand(prior, table["outcome"]["rules"]):
-            out[tuple(dmod.CODES[k][obs[k]] for k in prior)] = (dmod.OUTCOME_CODES[rule["action"]],
-                                                                  self._stat[rule["stat"]])
+        for obs, rule in dmod.expand(prior, table.outcome.rules):
+            out[tuple(codes.observation(k, obs[k]) for k in prior)] = (codes.outcome(rule.action),
+                                                                        self._stat[rule.stat])
         self._chain = chain
         self._outcome = out
         # batches run frame by frame when a values op of the table is outside the batch path's segment sums
@@ -142,28 +143,29 @@ class Decider:
         nxt_out = nxt
         vals_out = None
         trace = self.entry_trace
-        for step in self.decision["steps"]:
+        codes = self.codes
+        for step in self.decision.steps:
             if trace is not None:
-                trace.append((f"dt_{step['name']}", tuple((k, obs[k]) for k in step["keys"])))
-            op = dmod.lookup(step["rules"], obs)["op"]
-            role = step["role"]
+                trace.append((f"dt_{step.name}", tuple((k, obs[k]) for k in step.keys)))
+            op = dmod.lookup(step.rules, obs).op
+            role = step.role
             y = None
             if role == "chunk":
                 self._chunk[sc], c = ops.chunk_op(op, self._chunk[sc], tsi, ops.INT, bound)
-                y = ops.CMP_NAMES[c]
+                y = codes.observation_names("cmp")[c]
             elif role == "bitmap":
                 seen = False
                 for i, lanes in enumerate(self._bm):
-                    bits = self._regs[self._bm_names[i]]["lane_bits"]
+                    bits = self._regs[self._bm_names[i]].lane_bits
                     t, u, s = ops.bitmap_op(op, lanes[copy][slot], lanes[1 - copy][slot],
                                             mask if i == word else 0, bits, ops.INT)
                     lanes[copy][slot], lanes[1 - copy][slot] = t, u
                     seen = seen or bool(s)
                 y = "1" if seen else "0"
             elif role == "counter":
-                bits = self._regs[self._counter_name]["lane_bits"]
+                bits = self._regs[self._counter_name].lane_bits
                 self._counter[sc], c = ops.counter_op(op, self._counter[sc], n, bits, ops.INT)
-                y = ops.COUNT_NAMES[c]
+                y = codes.observation_names("count")[c]
             elif role == "exponent":
                 self._exponent[sc], exp_out = ops.exponent_op(op, self._exponent[sc], exp, ops.INT)
             elif role == "minnext":
@@ -177,13 +179,13 @@ class Decider:
                 # an op that does not touch the register on a header-only packet: nothing to carry
                 if self._kernels.values[op].touches or data:
                     vals_out = np.broadcast_to(np.asarray(carried).astype(rows.dtype), rows.shape)
-            if step["yields"]:
-                obs[step["yields"]] = y
-        out = self.decision["outcome"]
+            if step.yields:
+                obs[step.yields] = y
+        out = self.decision.outcome
         if trace is not None:
-            trace.append(("dt_outcome", tuple((k, obs[k]) for k in out["keys"])))
-        rule = dmod.lookup(out["rules"], obs)
-        return dmod.OUTCOME_CODES[rule["action"]], self._stat[rule["stat"]], exp_out, vals_out, nxt_out
+            trace.append(("dt_outcome", tuple((k, obs[k]) for k in out.keys)))
+        rule = dmod.lookup(out.rules, obs)
+        return codes.outcome(rule.action), self._stat[rule.stat], exp_out, vals_out, nxt_out
 
     def _zero_payload(self, frame) -> np.ndarray:
         """What the value kernels read from a packet without a data header (OmniReduce header-only)."""
@@ -219,7 +221,7 @@ class Decider:
         roles = [r for r, _ in self._chain]
         src = ["        o = data" if self._omni else "        o = 0"]
         prior = ["data"] if self._omni else []
-        radix = {name: len(dmod.OBSERVATIONS[name]) for name in dmod.OBSERVATIONS}
+        radix = {name: len(values) for name, values in self.codes.observations.items()}
 
         def size() -> int:
             s = 1
@@ -246,7 +248,7 @@ class Decider:
                 continue
             if role not in self._LOOP_WIRING:
                 raise ModelError(f"no batch execution for register role {role!r}")
-            y = self.decision["steps"][si]["yields"]
+            y = self.decision.steps[si].yields
             steps.append((role, names, table(lut, lambda kv: kv[0]), radix[y] if y else None))
             if y:
                 prior.append(y)

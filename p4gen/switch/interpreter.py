@@ -13,7 +13,6 @@ from __future__ import annotations
 import operator
 import struct
 
-from .. import ops
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
 from .state import ModelError
 
@@ -65,7 +64,7 @@ class PacketInterpreter:
         wt = self._tables["workers"]
         internal = []
         for k in wt.keys:
-            internal.append(-1 if k["field"] == "ingress_port" else S(k["field"]).index)
+            internal.append(-1 if k.field == "ingress_port" else S(k.field).index)
         if internal.count(-1) != 1 or len(set(internal)) != len(internal):
             raise ModelError("workers table must key on ingress_port once and on distinct header fields")
         plan_order = list(range(len(internal)))
@@ -73,7 +72,7 @@ class PacketInterpreter:
         hdr_pos = [i for i in plan_order if i != port_pos]
         self._wkey_order = [port_pos] + hdr_pos
         self._wkey_fields = [internal[i] for i in hdr_pos]
-        self._wkey_sub = [S(wt.keys[i]["field"]) for i in hdr_pos]
+        self._wkey_sub = [S(wt.keys[i].field) for i in hdr_pos]
         whole = all(x.shift is None and not x.raw for x in self._wkey_sub) and self._wkey_sub
         if whole and len(self._wkey_sub) > 1:
             self._wkey_get = operator.itemgetter(*(x.index for x in self._wkey_sub))
@@ -86,12 +85,15 @@ class PacketInterpreter:
         self._ck_off = L.ipv4_checksum_offset
         self._ip_off = L.ipv4_offset
         self._ip_end = L.ipv4_offset + L.ipv4_len
-        slot_bits = int(self.params["slot_bits"])
+        slot_bits = self.params.slot_bits
         self._slot_mask = (1 << slot_bits) - 1
         self._slot_bits = slot_bits
-        self._msg_contrib = int(self.params["msg_contribution"])
-        self._msg_result = int(self.params["msg_result"])
-        self._flood_base = int(self.params["flood_group_base"])
+        self._msg_contrib = self.params.msg_contribution
+        self._msg_result = self.params.msg_result
+        self._flood_base = self.params.flood_group_base
+        self._out_drop = self.codes.outcome("drop")
+        self._out_unicast = self.codes.outcome("unicast")
+        self._out_multicast = self.codes.outcome("multicast")
 
     def _worker_key(self, u, port: int) -> tuple:
         getter = self._wkey_get
@@ -198,7 +200,7 @@ class PacketInterpreter:
         action, stat, exp_out, vals_out, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
                                                           u[self._i_exp], data, nxt, None, bound)
         self._count(stat, len(frame))
-        if action == ops.OUT_DROP:
+        if action == self._out_drop:
             return []
         L = self.layout
         payload = None if vals_out is None else vals_out.astype(L.value_dtype).tobytes()
@@ -235,7 +237,7 @@ class PacketInterpreter:
             body = bytes(frame[L.fixed_len:])
         else:
             body = bytes(frame[L.fixed_len:L.values_offset]) + payload + bytes(frame[L.frame_len:])
-        if action == ops.OUT_UNICAST:
+        if action == self._out_unicast:
             vals[self._i_eth_dst], vals[self._i_eth_src] = u[self._i_eth_src], u[self._i_eth_dst]
             vals[self._i_ip_dst], vals[self._i_ip_src] = u[self._i_ip_src], u[self._i_ip_dst]
             vals[self._i_dport], vals[self._i_sport] = u[self._i_sport], u[self._i_dport]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ..plan import Plan
 
@@ -16,7 +16,7 @@ class WorkerAddr:
     udp_port: int
 
 
-def job_config(plan: Plan | Mapping[str, Any], job: int, workers: list[WorkerAddr], *, slot_base: int = 0,
+def job_config(plan: Plan, job: int, workers: list[WorkerAddr], *, slot_base: int = 0,
                slot_count: int | None = None, mgid: int = 1, rid_base: int = 1) -> dict[str, Any]:
     """Control-plane config (for :meth:`SwitchModel.load_config`) of one job.
 
@@ -24,10 +24,8 @@ def job_config(plan: Plan | Mapping[str, Any], job: int, workers: list[WorkerAdd
     to group ``mgid`` whose replica for worker i has rid ``rid_base + i``,
     which ``result_dst`` maps to the worker's addresses.
     """
-    data = plan.data if hasattr(plan, "data") else plan
-    p = data["params"]
-    count = p["slots"] - slot_base if slot_count is None else slot_count
-    word_bits = p["bitmap_word_bits"]
+    count = plan.params.slots - slot_base if slot_count is None else slot_count
+    word_bits = plan.params.bitmap_word_bits
     tables: dict[str, list] = {"workers": [], "result_dst": []}
     reps = []
     for i, w in enumerate(workers):

@@ -5,12 +5,12 @@ P4Runtime server would hold (table entries, multicast groups, counters)
 and processes one frame at a time with :meth:`SwitchModel.process`.
 
 The per-packet aggregation decision is *read from the plan*
-(``plan.data["decision"]``, or a table passed as ``decision=``): nothing
+(``plan.decision``, or a table passed as ``decision=``): nothing
 here knows which operation follows which observation.  Two executions of
 that table exist:
 
 * ``fast=False`` (:meth:`SwitchModel._decide_reference`): for every step,
-  ``decision.lookup(step["rules"], observations)`` picks the operation and
+  ``decision.lookup(step.rules, observations)`` picks the operation and
   ``p4gen.ops`` (``chunk_op``, ``bitmap_op``, ``counter_op``,
   ``exponent_op``, ``values_op``) executes it, exactly as written there.
 * ``fast=True`` (default, :meth:`SwitchModel._decide_fast`): at construction
@@ -41,11 +41,10 @@ numpy scalars per packet; :meth:`register_read` returns numpy arrays.
 
 from __future__ import annotations
 
-import copy as _copy
 from pathlib import Path
 from typing import Any, Mapping
 
-from .. import decision as dmod
+from ..decision import DecisionTable
 from ..plan import Plan
 from ..wire import FrameLayout
 from .batch import VEC_MIN_BATCH, BatchExecutor
@@ -65,45 +64,44 @@ class SwitchModel(SwitchState, PacketInterpreter, Decider, BatchExecutor, BatchV
                   BatchEmitter):
     """The switch of one Plan: registers, tables, groups, counters and ``process``."""
 
-    def __init__(self, plan: Plan | Mapping[str, Any] | str | Path, decision: Mapping[str, Any] | None = None,
+    def __init__(self, plan: Plan | str | Path, decision: DecisionTable | Mapping[str, Any] | None = None,
                  fast: bool = True):
         if isinstance(plan, (str, Path)):
             plan = Plan.load(plan)
-        elif not isinstance(plan, Plan):
-            plan = Plan(dict(plan))
         self.plan = plan
-        data = plan.data
-        self.params = p = data["params"]
-        self.layout = FrameLayout(data)
-        table = _copy.deepcopy(dict(decision) if decision is not None else data["decision"])
+        self.params = plan.params
+        self.codes = plan.codes
+        self.layout = FrameLayout(plan)
+        if decision is None:
+            table = plan.decision
+        elif isinstance(decision, DecisionTable):
+            table = decision
+        else:
+            try:
+                table = DecisionTable.from_dict(decision, plan.protocol)
+            except (ValueError, LookupError, KeyError, TypeError) as exc:
+                raise ModelError(f"decision table is invalid: {exc}") from None
         self._kernels = derive()            # the operations of p4gen.ops as they are now, as code
-        roles = {st["role"] for st in table.get("steps", [])} - set(self._kernels.fast)
+        roles = set(table.roles) - set(self._kernels.fast)
         if roles:
             raise ModelError(f"the model does not implement register role(s) {', '.join(sorted(roles))} "
-                             f"(protocol {data.get('protocol')!r})")
-        try:
-            dmod.validate(table)
-        except (ValueError, LookupError, KeyError) as exc:
-            raise ModelError(f"decision table is invalid: {exc}") from None
+                             f"(protocol {plan.protocol!r})")
         self.decision = table
         self.fast = fast
         # fast=False: a list here records the dt_* entry every step takes (see Decider._decide_reference)
         self.entry_trace: list[tuple[str, tuple]] | None = None
-        self.stat_names = list(data["counters"][0]["indices"]) if data.get("counters") else list(p["stats"])
+        self.stat_names = list(plan.stats)
         self._stat = {n: i for i, n in enumerate(self.stat_names)}
         # agg_rx (every accepted aggregation packet) is counted only by plans whose counter has it
         self._agg_rx = self._stat.get("agg_rx")
-        for need in ("drop_unknown", "drop_bad_slot", "drop_malformed", "l2_unicast", "l2_flood"):
-            if need not in self._stat:
-                raise ModelError(f"plan counter 'stats' lacks the index {need!r}")
-        self._init_registers(data["registers"])
-        self._init_tables(data)
+        self._init_registers(plan.registers)
+        self._init_tables(plan)
         self.groups: dict[int, list[tuple[int, int]]] = {}
         self.counter_reset()
         self._init_fields()
-        if dmod.step(table, "minnext") is not None and self._minnext is None:
+        if table.step("minnext") is not None and self._minnext is None:
             raise ModelError("the decision table has a minnext step but the plan has no minnext register")
-        if not self._omni and any("data" in st["keys"] for st in table["steps"] + [table["outcome"]]):
+        if not self._omni and any("data" in st.keys for st in table.steps + (table.outcome,)):
             raise ModelError("the decision table observes 'data', which only an omnireduce plan's parser provides")
         self._compile_fast()
         self._init_vec()

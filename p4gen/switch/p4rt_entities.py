@@ -29,20 +29,20 @@ class EntityStore:
     def __init__(self, model: SwitchModel):
         self.model = model
         self.plan = model.plan
-        d = self.plan.data
-        self._tables = {t["id"]: t for t in d["tables"]}
-        self._actions = {a["id"]: a for a in d["actions"]}
-        self._counters = {c["id"]: c for c in d["counters"]}
-        self._registers = {r["id"]: r for r in d["registers"]}
-        self._action_ids = {a["name"]: a["id"] for a in d["actions"]}
+        plan = self.plan
+        self._tables = {t.id: t for t in plan.tables}
+        self._actions = {a.id: a for a in plan.actions}
+        self._counters = {c.id: c for c in plan.counters}
+        self._registers = {r.id: r for r in plan.registers}
+        self._action_ids = {a.name: a.id for a in plan.actions}
 
     def clear(self) -> None:
         """Empty tables and groups, zero counters and registers (a fresh pipeline)."""
         m = self.model
-        for t in self.plan.data["tables"]:
-            if not t["const"]:
-                for e in m.read(t["name"]):
-                    m.delete(t["name"], e["match"])
+        for t in self.plan.tables:
+            if not t.const:
+                for e in m.read(t.name):
+                    m.delete(t.name, e["match"])
         for mgid in list(m.groups):
             m.delete_group(mgid)
         m.counter_reset()
@@ -75,50 +75,50 @@ class EntityStore:
     def _decode_match(self, t: dict[str, Any], te: p4runtime_pb2.TableEntry, partial: bool = False) -> dict[str, int]:
         match: dict[str, int] = {}
         for fm in te.match:
-            if not 1 <= fm.field_id <= len(t["keys"]):
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t['name']} has no match field id {fm.field_id}")
-            k = t["keys"][fm.field_id - 1]
+            if not 1 <= fm.field_id <= len(t.keys):
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} has no match field id {fm.field_id}")
+            k = t.keys[fm.field_id - 1]
             if fm.WhichOneof("field_match_type") != "exact":
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t['name']} key {k['name']} is an exact match")
-            if k["name"] in match:
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t['name']} key {k['name']} is given twice")
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} key {k.name} is an exact match")
+            if k.name in match:
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} key {k.name} is given twice")
             try:
-                match[k["name"]] = codec.decode(fm.exact.value, k["bits"])
+                match[k.name] = codec.decode(fm.exact.value, k.bits)
             except ValueError as exc:
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t['name']} key {k['name']}: {exc}") from None
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} key {k.name}: {exc}") from None
         if not partial:
-            missing = [k["name"] for k in t["keys"] if k["name"] not in match]
+            missing = [k.name for k in t.keys if k.name not in match]
             if missing:
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t['name']} entry lacks the key {missing[0]}")
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} entry lacks the key {missing[0]}")
         return match
 
     def _decode_action(self, t: dict[str, Any], te: p4runtime_pb2.TableEntry) -> tuple[str, dict[str, int]]:
         if te.action.WhichOneof("type") != "action":
             raise Fail(code_pb2.UNIMPLEMENTED if te.HasField("action") else code_pb2.INVALID_ARGUMENT,
-                        f"table {t['name']} entry needs a direct action"
+                        f"table {t.name} entry needs a direct action"
                         + (" (action profiles are not supported)" if te.HasField("action") else ""))
         act = te.action.action
         a = self._actions.get(act.action_id)
-        if a is None or a["name"] not in t["actions"]:
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"action id {act.action_id} is not an action of table {t['name']}")
-        params: dict[str, int] = {}
+        if a is None or a.name not in t.actions:
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"action id {act.action_id} is not an action of table {t.name}")
+        args: dict[str, int] = {}
         for p in act.params:
-            if not 1 <= p.param_id <= len(a["params"]):
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a['name']} has no parameter id {p.param_id}")
-            spec = a["params"][p.param_id - 1]
+            if not 1 <= p.param_id <= len(a.params):
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a.name} has no parameter id {p.param_id}")
+            spec = a.params[p.param_id - 1]
             try:
-                params[spec["name"]] = codec.decode(p.value, spec["bits"])
+                args[spec.name] = codec.decode(p.value, spec.bits)
             except ValueError as exc:
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a['name']} parameter {spec['name']}: {exc}") from None
-        missing = [q["name"] for q in a["params"] if q["name"] not in params]
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a.name} parameter {spec.name}: {exc}") from None
+        missing = [q.name for q in a.params if q.name not in args]
         if missing:
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a['name']} lacks the parameter {missing[0]}")
-        return a["name"], params
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a.name} lacks the parameter {missing[0]}")
+        return a.name, args
 
     def _write_table(self, kind: int, te: p4runtime_pb2.TableEntry) -> None:
         t = self._table(te.table_id)
-        name = t["name"]
-        if t["const"]:
+        name = t.name
+        if t.const:
             raise Fail(code_pb2.PERMISSION_DENIED, f"table {name} is const")
         if te.is_default_action:
             raise Fail(code_pb2.PERMISSION_DENIED, f"the default action of table {name} is const")
@@ -135,8 +135,8 @@ class EntityStore:
             if kind == UPDATE.INSERT:
                 if exists:
                     raise Fail(code_pb2.ALREADY_EXISTS, f"table {name} already holds an entry for {match}")
-                if self.model.size(name) >= int(t["size"]):
-                    raise Fail(code_pb2.RESOURCE_EXHAUSTED, f"table {name} is full ({t['size']} entries)")
+                if self.model.size(name) >= t.size:
+                    raise Fail(code_pb2.RESOURCE_EXHAUSTED, f"table {name} is full ({t.size} entries)")
                 action, params = self._decode_action(t, te)
                 self.model.insert(name, match, action, params)
             elif kind == UPDATE.MODIFY:
@@ -183,17 +183,17 @@ class EntityStore:
             raise Fail(code_pb2.INVALID_ARGUMENT, f"unknown counter id {c.counter_id}")
         self._check_counter_index(cnt, c)
         if kind != UPDATE.MODIFY:
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"counter {cnt['name']} can only be modified")
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"counter {cnt.name} can only be modified")
         if c.HasField("index") or c.data.packet_count or c.data.byte_count:
-            raise Fail(code_pb2.UNIMPLEMENTED, f"the software switch only resets counter {cnt['name']} as a whole "
+            raise Fail(code_pb2.UNIMPLEMENTED, f"the software switch only resets counter {cnt.name} as a whole "
                                                 "(index unset, zero data)")
         self.model.counter_reset()
 
     @staticmethod
     def _check_counter_index(cnt: dict[str, Any], c: p4runtime_pb2.CounterEntry) -> None:
-        size = len(cnt["indices"])
+        size = len(cnt.indices)
         if c.HasField("index") and not 0 <= c.index.index < size:
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"counter {cnt['name']} index {c.index.index} outside 0..{size - 1}")
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"counter {cnt.name} index {c.index.index} outside 0..{size - 1}")
 
     def _register(self, register_id: int) -> dict[str, Any]:
         r = self._registers.get(register_id)
@@ -203,27 +203,27 @@ class EntityStore:
 
     def _write_register(self, kind: int, e: p4runtime_pb2.RegisterEntry) -> None:
         r = self._register(e.register_id)
-        name = r["name"]
+        name = r.name
         if kind != UPDATE.MODIFY:
             raise Fail(code_pb2.INVALID_ARGUMENT, f"register {name} can only be modified")
         if e.data.WhichOneof("data") != "bitstring":
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"register {name} holds bit<{r['entry_bits']}> bitstrings")
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"register {name} holds bit<{r.entry_bits}> bitstrings")
         try:
-            value = codec.decode(e.data.bitstring, r["entry_bits"])
+            value = codec.decode(e.data.bitstring, r.entry_bits)
         except ValueError as exc:
             raise Fail(code_pb2.INVALID_ARGUMENT, f"register {name}: {exc}") from None
-        mask = (1 << r["lane_bits"]) - 1
-        lanes = [(value >> (i * r["lane_bits"])) & mask for i in range(r["lanes"])]
+        mask = (1 << r.lane_bits) - 1
+        lanes = [(value >> (i * r.lane_bits)) & mask for i in range(r.lanes)]
         if not e.HasField("index"):
             if value == 0:
                 self.model.register_reset(name)
             else:
-                for i in range(r["entries"]):
+                for i in range(r.entries):
                     self.model.register_write(name, i, lanes)
             return
-        if not 0 <= e.index.index < r["entries"]:
+        if not 0 <= e.index.index < r.entries:
             raise Fail(code_pb2.INVALID_ARGUMENT, f"register {name} index {e.index.index} outside "
-                                                   f"0..{r['entries'] - 1}")
+                                                   f"0..{r.entries - 1}")
         self.model.register_write(name, e.index.index, lanes)
 
     def read(self, ent: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
@@ -251,21 +251,21 @@ class EntityStore:
             return self._read_registers(ent.register_entry)
         raise Fail(code_pb2.UNIMPLEMENTED, f"{kind} is not supported by the software switch")
 
-    def _entry(self, t: dict[str, Any], match: dict[str, int], action: str, params: dict[str, int],
+    def _entry(self, t, match: dict[str, int], action: str, args: dict[str, int],
                default: bool = False) -> p4runtime_pb2.Entity:
         e = p4runtime_pb2.Entity()
         te = e.table_entry
-        te.table_id = t["id"]
+        te.table_id = t.id
         if default:
             te.is_default_action = True
-        for fid, k in enumerate(t["keys"], start=1):
-            if k["name"] in match:
-                te.match.add(field_id=fid).exact.value = codec.encode(int(match[k["name"]]), k["bits"])
+        for fid, k in enumerate(t.keys, start=1):
+            if k.name in match:
+                te.match.add(field_id=fid).exact.value = codec.encode(int(match[k.name]), k.bits)
         a = self._actions[self._action_ids[action]]
-        te.action.action.action_id = a["id"]
-        for pid, q in enumerate(a["params"], start=1):
-            te.action.action.params.add(param_id=pid, value=codec.encode(int(params[q["name"]]), q["bits"]))
-        if t["const"]:
+        te.action.action.action_id = a.id
+        for pid, q in enumerate(a.params, start=1):
+            te.action.action.params.add(param_id=pid, value=codec.encode(int(args[q.name]), q.bits))
+        if t.const:
             te.is_const = True
         return e
 
@@ -274,13 +274,13 @@ class EntityStore:
         out = []
         for t in tables:
             if te.is_default_action:
-                out.append(self._entry(t, {}, t["default_action"], dict(t.get("default_args", {})), default=True))
+                out.append(self._entry(t, {}, t.default_action, dict(t.default_args or {}), default=True))
                 continue
             want = self._decode_match(t, te, partial=True) if te.table_id else {}
-            if t["const"]:
-                rows = [(e["match"], e["action"], e.get("args", {})) for e in t.get("entries", [])]
+            if t.const:
+                rows = [(dict(e.match), e.action, dict(e.args)) for e in t.entries]
             else:
-                rows = [(e["match"], e["action"], e["params"]) for e in self.model.read(t["name"])]
+                rows = [(e["match"], e["action"], e["params"]) for e in self.model.read(t.name)]
             for match, action, params in rows:
                 if all(match.get(k) == v for k, v in want.items()):
                     out.append(self._entry(t, match, action, params))
@@ -297,8 +297,8 @@ class EntityStore:
         for cid, cnt in sorted(self._counters.items()):
             if c.counter_id not in (0, cid):
                 continue
-            values = self.model.counter_read(cnt["name"])
-            for i, stat in enumerate(cnt["indices"]):
+            values = self.model.counter_read(cnt.name)
+            for i, stat in enumerate(cnt.indices):
                 if c.HasField("index") and c.index.index != i:
                     continue
                 e = p4runtime_pb2.Entity()
@@ -313,19 +313,19 @@ class EntityStore:
         regs = [self._register(r.register_id)] if r.register_id else list(self._registers.values())
         out = []
         for reg in regs:
-            arr = self.model.register_read(reg["name"])
-            rows = range(reg["entries"])
+            arr = self.model.register_read(reg.name)
+            rows = range(reg.entries)
             if r.HasField("index"):
-                if not 0 <= r.index.index < reg["entries"]:
-                    raise Fail(code_pb2.INVALID_ARGUMENT, f"register {reg['name']} index {r.index.index} outside "
-                                                           f"0..{reg['entries'] - 1}")
+                if not 0 <= r.index.index < reg.entries:
+                    raise Fail(code_pb2.INVALID_ARGUMENT, f"register {reg.name} index {r.index.index} outside "
+                                                           f"0..{reg.entries - 1}")
                 rows = [r.index.index]
             for i in rows:
                 lanes = [int(x) for x in (arr[i] if arr.ndim > 1 else [arr[i]])]
-                value = sum(v << (j * reg["lane_bits"]) for j, v in enumerate(lanes))
+                value = sum(v << (j * reg.lane_bits) for j, v in enumerate(lanes))
                 e = p4runtime_pb2.Entity()
-                e.register_entry.register_id = reg["id"]
+                e.register_entry.register_id = reg.id
                 e.register_entry.index.index = i
-                e.register_entry.data.bitstring = codec.encode(value, reg["entry_bits"])
+                e.register_entry.data.bitstring = codec.encode(value, reg.entry_bits)
                 out.append(e)
         return out

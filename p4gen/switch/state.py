@@ -27,9 +27,9 @@ class ModelError(P4genError):
 
 @dataclass
 class _Table:
-    spec: dict[str, Any]
-    keys: list[dict[str, Any]]
-    actions: dict[str, list[dict[str, Any]]]
+    spec: Any                                # p4gen.plan.Table
+    keys: list[Any]                          # p4gen.plan.Key
+    actions: dict[str, tuple[Any, ...]]      # action -> its parameters (p4gen.plan.Field)
     entries: dict[tuple, tuple[str, tuple]]
 
 
@@ -59,39 +59,39 @@ class SwitchState:
     """
 
     # ------------------------------------------------------------------ registers
-    def _init_registers(self, regs: list[dict[str, Any]]) -> None:
+    def _init_registers(self, regs) -> None:
         L, p = self.layout, self.params
-        self._regs = {r["name"]: r for r in regs}
+        self._regs = {r.name: r for r in regs}
         self._chunk = self._counter = self._exponent = self._minnext = None
         self._chunk_name = self._counter_name = self._exponent_name = self._minnext_name = None
-        bm = sorted((r for r in regs if r["role"] == "bitmap"), key=lambda r: r["word"])
-        self._bm = [[[0] * r["entries"] for _ in range(r["lanes"])] for r in bm]
-        self._bm_names = [r["name"] for r in bm]
-        self._bm_full = [(1 << r["lane_bits"]) - 1 for r in bm]
+        bm = sorted((r for r in regs if r.role == "bitmap"), key=lambda r: r.word)
+        self._bm = [[[0] * r.entries for _ in range(r.lanes)] for r in bm]
+        self._bm_names = [r.name for r in bm]
+        self._bm_full = [(1 << r.lane_bits) - 1 for r in bm]
         for r in regs:
-            if r["role"] in ("chunk", "counter", "exponent", "minnext"):
-                setattr(self, f"_{r['role']}", [0] * r["entries"])
-                setattr(self, f"_{r['role']}_name", r["name"])
-                setattr(self, f"_{r['role']}_full", (1 << r["lane_bits"]) - 1)
-        vregs = [r for r in regs if r["role"] == "values"]
+            if r.role in ("chunk", "counter", "exponent", "minnext"):
+                setattr(self, f"_{r.role}", [0] * r.entries)
+                setattr(self, f"_{r.role}_name", r.name)
+                setattr(self, f"_{r.role}_full", (1 << r.lane_bits) - 1)
+        vregs = [r for r in regs if r.role == "values"]
         self._vcols: dict[str, list[int]] = {}
-        entries = {r["entries"] for r in vregs}
+        entries = {r.entries for r in vregs}
         if len(entries) > 1:
             raise ModelError("plan value registers differ in size")
         for r in vregs:
-            if r["lane_bits"] != L.value_width:
-                raise ModelError(f"value register {r['name']} lane width {r['lane_bits']} != value width {L.value_width}")
-            self._vcols[r["name"]] = list(r["elements"])
+            if r.lane_bits != L.value_width:
+                raise ModelError(f"value register {r.name} lane width {r.lane_bits} != value width {L.value_width}")
+            self._vcols[r.name] = list(r.elements)
         cols = sorted(c for cs in self._vcols.values() for c in cs)
         if vregs and cols != list(range(L.elements_per_pass)):
             raise ModelError("plan value registers do not cover each element of a pass exactly once")
         rows = entries.pop() if entries else 0
-        if int(p.get("pass_pipes", 1)) > 1:
+        if p.pass_pipes > 1:
             # folded passes: each pipe holds its own copy of the value arrays (slot, copy); the model keeps
             # them as one array with pass k of (slot, copy) at row (slot_copy << pass_bits) | k
-            rows <<= int(p["pass_bits"])
+            rows <<= p.pass_bits
         self._vals = np.zeros((rows, L.elements_per_pass), dtype=L.native_dtype)
-        self._pass_bits = int(p["pass_bits"])
+        self._pass_bits = p.pass_bits
         self._passes = L.passes
 
     def register_names(self) -> list[str]:
@@ -100,7 +100,7 @@ class SwitchState:
     def register_read(self, name: str) -> np.ndarray:
         """The register's contents: shape (entries,) for one lane, (entries, lanes) otherwise."""
         r = self._reg(name)
-        role = r["role"]
+        role = r.role
         if role == "values":
             a = self._vals[:, self._vcols[name]].copy()
         elif role == "bitmap":
@@ -112,12 +112,12 @@ class SwitchState:
 
     def register_write(self, name: str, index: int, value) -> None:
         r = self._reg(name)
-        if not 0 <= index < r["entries"]:
-            raise ModelError(f"register {name} index {index} outside 0..{r['entries'] - 1}")
+        if not 0 <= index < r.entries:
+            raise ModelError(f"register {name} index {index} outside 0..{r.entries - 1}")
         vals = np.atleast_1d(np.asarray(value, dtype=np.uint64))
-        if vals.size != r["lanes"] or np.any(vals >> np.uint64(r["lane_bits"])):
-            raise ModelError(f"register {name} holds {r['lanes']} lane(s) of {r['lane_bits']} bits; got {value!r}")
-        role = r["role"]
+        if vals.size != r.lanes or np.any(vals >> np.uint64(r.lane_bits)):
+            raise ModelError(f"register {name} holds {r.lanes} lane(s) of {r.lane_bits} bits; got {value!r}")
+        role = r.role
         if role == "values":
             self._vals[index, self._vcols[name]] = vals
         elif role == "bitmap":
@@ -131,7 +131,7 @@ class SwitchState:
         names = [name] if name is not None else list(self._regs)
         for n in names:
             r = self._reg(n)
-            role = r["role"]
+            role = r.role
             if role == "values":
                 self._vals[:, self._vcols[n]] = 0
             elif role == "bitmap":
@@ -141,20 +141,20 @@ class SwitchState:
                 lst = getattr(self, f"_{role}")
                 lst[:] = [0] * len(lst)
 
-    def _reg(self, name: str) -> dict[str, Any]:
+    def _reg(self, name: str):
         try:
             return self._regs[name]
         except KeyError:
             raise ModelError(f"unknown register {name!r}; the plan has {', '.join(self._regs)}") from None
 
     # ------------------------------------------------------------------ tables
-    def _init_tables(self, data: dict[str, Any]) -> None:
-        acts = {a["name"]: a["params"] for a in data["actions"]}
+    def _init_tables(self, plan) -> None:
+        acts = {a.name: a.params for a in plan.actions}
         self._tables: dict[str, _Table] = {}
-        for t in data["tables"]:
-            if t.get("const"):
+        for t in plan.tables:
+            if t.const:
                 continue
-            self._tables[t["name"]] = _Table(t, list(t["keys"]), {a: acts[a] for a in t["actions"]}, {})
+            self._tables[t.name] = _Table(t, list(t.keys), {a: acts[a] for a in t.actions}, {})
         for need in ("workers", "l2_forward", "result_dst"):
             if need not in self._tables:
                 raise ModelError(f"plan lacks the table {need!r}")
@@ -170,36 +170,36 @@ class SwitchState:
             raise ModelError(f"unknown table {name!r}; writable tables: {', '.join(self._tables)}") from None
 
     def _match_key(self, t: _Table, match: Mapping[str, Any]) -> tuple:
-        names = [k["name"] for k in t.keys]
+        names = [k.name for k in t.keys]
         extra = set(match) - set(names)
         if extra:
-            raise ModelError(f"table {t.spec['name']} has no key {sorted(extra)[0]!r}; keys: {', '.join(names)}")
+            raise ModelError(f"table {t.spec.name} has no key {sorted(extra)[0]!r}; keys: {', '.join(names)}")
         key = []
         for k in t.keys:
-            if k["name"] not in match:
-                raise ModelError(f"table {t.spec['name']} entry lacks the key {k['name']!r}")
-            v = _to_int(match[k["name"]], f"{t.spec['name']}.{k['name']}")
-            if not 0 <= v < (1 << k["bits"]):
-                raise ModelError(f"{t.spec['name']}.{k['name']}={v} does not fit in {k['bits']} bits")
+            if k.name not in match:
+                raise ModelError(f"table {t.spec.name} entry lacks the key {k.name!r}")
+            v = _to_int(match[k.name], f"{t.spec.name}.{k.name}")
+            if not 0 <= v < (1 << k.bits):
+                raise ModelError(f"{t.spec.name}.{k.name}={v} does not fit in {k.bits} bits")
             key.append(v)
         return tuple(key)
 
     def _action(self, t: _Table, action: str, params: Mapping[str, Any] | None) -> tuple:
         if action not in t.actions:
-            raise ModelError(f"table {t.spec['name']} has no action {action!r}; actions: {', '.join(t.actions)}")
-        params = dict(params or {})
+            raise ModelError(f"table {t.spec.name} has no action {action!r}; actions: {', '.join(t.actions)}")
+        args = dict(params or {})
         spec = t.actions[action]
-        names = [q["name"] for q in spec]
-        extra = set(params) - set(names)
+        names = [q.name for q in spec]
+        extra = set(args) - set(names)
         if extra:
             raise ModelError(f"action {action} has no parameter {sorted(extra)[0]!r}")
         out = []
         for q in spec:
-            if q["name"] not in params:
-                raise ModelError(f"action {action} lacks the parameter {q['name']!r}")
-            v = _to_int(params[q["name"]], f"{action}.{q['name']}")
-            if not 0 <= v < (1 << q["bits"]):
-                raise ModelError(f"{action}.{q['name']}={v} does not fit in {q['bits']} bits")
+            if q.name not in args:
+                raise ModelError(f"action {action} lacks the parameter {q.name!r}")
+            v = _to_int(args[q.name], f"{action}.{q.name}")
+            if not 0 <= v < (1 << q.bits):
+                raise ModelError(f"{action}.{q.name}={v} does not fit in {q.bits} bits")
             out.append(v)
         return tuple(out)
 
@@ -210,8 +210,8 @@ class SwitchState:
         if key in t.entries:
             raise ModelError(f"table {table} already holds an entry for {dict(match)}")
         self._check_entry(table, action, val)
-        if len(t.entries) >= int(t.spec.get("size", 1 << 30)):
-            raise ModelError(f"table {table} is full ({t.spec['size']} entries)")
+        if len(t.entries) >= t.spec.size:
+            raise ModelError(f"table {table} is full ({t.spec.size} entries)")
         t.entries[key] = (action, val)
         self._sync(table)
 
@@ -245,8 +245,8 @@ class SwitchState:
         t = self._table(table)
         out = []
         for key, (action, val) in t.entries.items():
-            out.append({"table": table, "match": {k["name"]: v for k, v in zip(t.keys, key)}, "action": action,
-                        "params": {q["name"]: v for q, v in zip(t.actions[action], val)}})
+            out.append({"table": table, "match": {k.name: v for k, v in zip(t.keys, key)}, "action": action,
+                        "params": {q.name: v for q, v in zip(t.actions[action], val)}})
         return out
 
     def worker_ports(self) -> dict[tuple[int, int], int]:
@@ -259,8 +259,8 @@ class SwitchState:
 
     def _check_entry(self, table: str, action: str, val: tuple) -> None:
         if table == "workers" and action == "set_worker":
-            q = dict(zip((x["name"] for x in self._tables["workers"].actions["set_worker"]), val))
-            slots = self.params["slots"]
+            q = dict(zip((x.name for x in self._tables["workers"].actions["set_worker"]), val))
+            slots = self.params.slots
             if q["slot_base"] + q["slot_count"] > slots:
                 raise ModelError(f"set_worker slot_base={q['slot_base']} + slot_count={q['slot_count']} "
                                  f"exceeds the plan's {slots} slots")

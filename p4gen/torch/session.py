@@ -106,7 +106,7 @@ def member_from_job(job, plan: Plan, rank: int, world_size: int, switch: str, wi
         raise TorchHookError(f"rank {rank} is not a worker id of job {job.job} ({job.source})")
     w = ws[rank]
     host, _, port = switch.partition(":")
-    lo = int(plan.params.get("udp_port_min", 0xBEE0))
+    lo = plan.params.udp_port_min
     try:
         sport = int(port) if port else lo
         socket.inet_aton(host)
@@ -124,12 +124,12 @@ class Session:
                  timeout: float = 0.01, max_timeout: float = 0.2, stall_timeout: float = 10.0,
                  position: tuple[int, list[int]] | None = None):
         self.plan = plan if isinstance(plan, Plan) else Plan.load(plan)
-        self.protocol = protocol or self.plan.data["protocol"]
+        self.protocol = protocol or self.plan.protocol
         if self.protocol not in PROTOCOLS:
             raise TorchHookError(f"protocol={self.protocol!r} must be one of {', '.join(PROTOCOLS)}")
-        if self.protocol != self.plan.data["protocol"]:
+        if self.protocol != self.plan.protocol:
             raise TorchHookError(f"protocol={self.protocol!r}, but the switch's plan is built for "
-                                 f"{self.plan.data['protocol']}")
+                                 f"{self.plan.protocol}")
         if not (0 < timeout <= max_timeout and stall_timeout > max_timeout):
             raise TorchHookError("timeouts must satisfy 0 < timeout <= max_timeout < stall_timeout")
         self.member = m = member
