@@ -156,12 +156,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class DecisionTable:
-    """A protocol variant's decision: its register steps in pipeline order and its outcome."""
+    """A protocol variant's decision: its register steps in pipeline order and its outcome.  ``parsed``: the
+    observations the protocol's parser makes before the first step (``data`` for a sparse protocol)."""
     protocol: str
     variant: str
     assumption: str
     steps: tuple[Step, ...]
     outcome: Outcome
+    parsed: tuple[str, ...] = ()
 
     def step(self, role: str) -> Step | None:
         """The step of register role ``role``, or None."""
@@ -172,8 +174,17 @@ class DecisionTable:
         return tuple(s.role for s in self.steps)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"protocol": self.protocol, "variant": self.variant, "assumption": self.assumption,
-                "steps": [s.to_dict() for s in self.steps], "outcome": self.outcome.to_dict()}
+        d = {"protocol": self.protocol, "variant": self.variant, "assumption": self.assumption,
+             "steps": [s.to_dict() for s in self.steps], "outcome": self.outcome.to_dict()}
+        if self.parsed:
+            d["parsed"] = list(self.parsed)
+        return d
+
+    def edited(self, edit) -> "DecisionTable":
+        """This table with ``edit`` applied to its JSON form (``edit`` changes the dict in place), checked."""
+        d = self.to_dict()
+        edit(d)
+        return DecisionTable.from_dict(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], protocol: str | None = None) -> "DecisionTable":
@@ -223,131 +234,21 @@ class DecisionTable:
             if not isinstance(r["action"], str) or not isinstance(r["stat"], str):
                 raise TypeError(f"outcome rule {j}: action and stat must be names")
             orules.append(OutcomeRule(m, r["action"], r["stat"]))
-        prot = d.get("protocol", protocol if protocol is not None else "switchml")
+        prot = d["protocol"] if protocol is None or "protocol" in d else protocol
         variant, assumption = d.get("variant", ""), d.get("assumption", "")
         if not all(isinstance(x, str) for x in (prot, variant, assumption)):
             raise TypeError("the decision table's protocol, variant and assumption must be text")
         table = cls(prot, variant, assumption, tuple(steps),
-                    Outcome(strings(out["keys"], "outcome keys"), tuple(orules)))
+                    Outcome(strings(out["keys"], "outcome keys"), tuple(orules)),
+                    strings(d.get("parsed", []), "the decision table's parsed observations"))
         validate(table)
         return table
 
-
-_REFERENCE: dict[str, Any] = {
-    "variant": "reference",
-    "assumption": "per-worker-link FIFO delivery; results labelled with the chunk offset and checked by workers",
-    "steps": [
-        {"name": "bitmap", "role": "bitmap", "keys": [], "yields": "seen",
-         "rules": [{"match": {}, "op": "set_clear"}]},
-        {"name": "counter", "role": "counter", "keys": ["seen"], "yields": "count",
-         "rules": [{"match": {"seen": "0"}, "op": "inc_mod"},
-                   {"match": {"seen": "1"}, "op": "probe_zero"}]},
-        {"name": "exponent", "role": "exponent", "keys": ["seen", "count"], "yields": None,
-         "rules": [{"match": {"seen": "0", "count": "first"}, "op": "write"},
-                   {"match": {"seen": "0", "count": "mid"}, "op": "max"},
-                   {"match": {"seen": "0", "count": "last"}, "op": "max"},
-                   {"match": {"seen": "1", "count": "complete"}, "op": "read"},
-                   {"match": {}, "op": "nop"}]},
-        {"name": "values", "role": "values", "keys": ["seen", "count"], "yields": None,
-         "rules": [{"match": {"seen": "0", "count": "first"}, "op": "write"},
-                   {"match": {"seen": "0", "count": "mid"}, "op": "add"},
-                   {"match": {"seen": "0", "count": "last"}, "op": "add"},
-                   {"match": {"seen": "1", "count": "complete"}, "op": "read"},
-                   {"match": {}, "op": "nop"}]},
-    ],
-    "outcome": {"keys": ["seen", "count"],
-                "rules": [{"match": {"seen": "0", "count": "first"}, "action": "drop", "stat": "absorbed"},
-                          {"match": {"seen": "0", "count": "mid"}, "action": "drop", "stat": "absorbed"},
-                          {"match": {"seen": "0", "count": "last"}, "action": "multicast", "stat": "multicast"},
-                          {"match": {"seen": "1", "count": "complete"}, "action": "unicast", "stat": "unicast"},
-                          {"match": {}, "action": "drop", "stat": "drop_duplicate"}]},
-}
-
-_HARDENED: dict[str, Any] = {
-    "variant": "hardened",
-    "assumption": "none on the network (loss, duplication and reordering allowed); results labelled with the chunk offset and checked by workers",
-    "steps": [
-        # a copy moves on to a newer chunk only within two of the job's windows (the protocol never moves a
-        # copy further), so one corrupted frame with a huge tsi is dropped as stale instead of stranding the copy
-        {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
-         "rules": [{"match": {}, "op": "advance_window"}]},
-        {"name": "bitmap", "role": "bitmap", "keys": ["cmp"], "yields": "seen",
-         "rules": [{"match": {"cmp": "gt"}, "op": "reset_set"},
-                   {"match": {"cmp": "eq"}, "op": "set"},
-                   {"match": {"cmp": "lt"}, "op": "nop"}]},
-        {"name": "counter", "role": "counter", "keys": ["cmp", "seen"], "yields": "count",
-         "rules": [{"match": {"cmp": "gt"}, "op": "reset_one"},
-                   {"match": {"cmp": "eq", "seen": "0"}, "op": "inc_sat"},
-                   {"match": {"cmp": "eq", "seen": "1"}, "op": "probe_full"},
-                   {"match": {"cmp": "lt"}, "op": "nop"}]},
-        {"name": "exponent", "role": "exponent", "keys": ["cmp", "seen"], "yields": None,
-         "rules": [{"match": {"cmp": "gt"}, "op": "write"},
-                   {"match": {"cmp": "eq", "seen": "0"}, "op": "max"},
-                   {"match": {"cmp": "eq", "seen": "1"}, "op": "read"},
-                   {"match": {"cmp": "lt"}, "op": "nop"}]},
-        {"name": "values", "role": "values", "keys": ["cmp", "seen", "count"], "yields": None,
-         "rules": [{"match": {"cmp": "gt", "count": "first"}, "op": "write"},
-                   {"match": {"cmp": "eq", "seen": "0", "count": "mid"}, "op": "add"},
-                   {"match": {"cmp": "eq", "seen": "0", "count": "last"}, "op": "add"},
-                   {"match": {"cmp": "eq", "count": "complete"}, "op": "read"},
-                   {"match": {}, "op": "nop"}]},
-    ],
-    "outcome": {"keys": ["cmp", "seen", "count"],
-                "rules": [{"match": {"cmp": "gt", "count": "first"}, "action": "drop", "stat": "absorbed"},
-                          {"match": {"cmp": "eq", "seen": "0", "count": "mid"}, "action": "drop", "stat": "absorbed"},
-                          {"match": {"cmp": "eq", "seen": "0", "count": "last"}, "action": "multicast", "stat": "multicast"},
-                          {"match": {"cmp": "eq", "count": "complete"}, "action": "unicast", "stat": "unicast"},
-                          {"match": {"cmp": "lt"}, "action": "drop", "stat": "drop_stale"},
-                          {"match": {}, "action": "drop", "stat": "drop_duplicate"}]},
-}
-
-# OmniReduce in the switch (block-sparse).  Every worker sends one packet per
-# round of a slot: the block the previous result asked for, if it is non-zero
-# for that worker (data=1), else a header-only packet (data=0); both carry the
-# worker's next non-zero block offset.  The switch sums the blocks, keeps the
-# smallest next offset, and the last packet of the round returns both.  Built
-# on the hardened SwitchML rules (per-copy round index in the chunk register).
-_OMNIREDUCE: dict[str, Any] = {
-    "variant": "hardened",
-    "assumption": _HARDENED["assumption"],
-    "steps": [
-        # rounds of a stream skip the blocks every worker holds as zero: their tsi gaps have no bound
-        {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
-         "rules": [{"match": {}, "op": "advance"}]},
-        _HARDENED["steps"][1],
-        _HARDENED["steps"][2],
-        _HARDENED["steps"][3],
-        {"name": "minnext", "role": "minnext", "keys": ["cmp", "seen"], "yields": None,
-         "rules": [{"match": {"cmp": "gt"}, "op": "write"},
-                   {"match": {"cmp": "eq", "seen": "0"}, "op": "min"},
-                   {"match": {"cmp": "eq", "seen": "1"}, "op": "read"},
-                   {"match": {"cmp": "lt"}, "op": "nop"}]},
-        {"name": "values", "role": "values", "keys": ["cmp", "seen", "count", "data"], "yields": None,
-         "rules": [{"match": {"cmp": "gt", "count": "first", "data": "1"}, "op": "write"},
-                   {"match": {"cmp": "gt", "count": "first", "data": "0"}, "op": "clear"},
-                   {"match": {"cmp": "eq", "seen": "0", "count": "mid", "data": "1"}, "op": "add"},
-                   {"match": {"cmp": "eq", "seen": "0", "count": "last", "data": "1"}, "op": "add"},
-                   {"match": {"cmp": "eq", "seen": "0", "count": "last", "data": "0"}, "op": "read"},
-                   {"match": {"cmp": "eq", "count": "complete"}, "op": "read"},
-                   {"match": {}, "op": "nop"}]},
-    ],
-    "outcome": _HARDENED["outcome"],
-}
 
 STANDARD_CODES = Codes(
     FrozenMap({role: FrozenMap({op: i for i, op in enumerate(names)}) for role, names in ops.OPS.items()}),
     FrozenMap({k: FrozenMap(v) for k, v in CODES.items()}), FrozenMap(OUTCOME_CODES))
 """The codes this p4gen's operations report (``p4gen.ops``); every plan carries these."""
-
-TABLES = {"reference": _REFERENCE, "hardened": _HARDENED}
-PROTOCOL_TABLES = {("switchml", "reference"): _REFERENCE, ("switchml", "hardened"): _HARDENED,
-                   ("omnireduce", "hardened"): _OMNIREDUCE}
-
-
-def decision_table(variant: str, protocol: str = "switchml") -> DecisionTable:
-    """The decision table of ``protocol`` / ``variant`` (validated)."""
-    return DecisionTable.from_dict({**PROTOCOL_TABLES[(protocol, variant)], "protocol": protocol})
-
 
 def rule_matches(match: Mapping[str, str], obs: Mapping[str, str]) -> bool:
     return all(v == "*" or obs.get(k) == v for k, v in match.items())
@@ -372,7 +273,10 @@ def expand(keys, rules) -> list[tuple[dict[str, str], Any]]:
 
 def validate(table: DecisionTable) -> None:
     """Check that every step only uses earlier observations and known ops, and that every step is total."""
-    available: set[str] = {"data"} if table.protocol == "omnireduce" else set()
+    available: set[str] = set(table.parsed)
+    unknown = [k for k in table.parsed if k not in OBSERVATIONS]
+    if unknown:
+        raise ValueError(f"the parser's observation {unknown[0]!r} is not an observation")
     for step in table.steps:
         if step.role not in ops.OPS:
             raise ValueError(f"decision step {step.name!r}: unknown register role {step.role!r}")

@@ -24,6 +24,10 @@ from typing import Any
 
 from .errors import SpecError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .target import TargetProfile
+
 PASS_MODES = ("resident", "stream")
 
 
@@ -71,3 +75,21 @@ def shape_from_dict(d: Any, source: str = "layout") -> PassShape:
             raise SpecError(f"{source}: shape.placement must map register names to stage numbers")
         placement = tuple(sorted(raw.items()))
     return PassShape(passes, mode, pipes, placement)
+
+
+def shape_problem(profile: "TargetProfile", shape: PassShape, elements: int) -> str | None:
+    """Why ``shape`` cannot carry ``elements`` on ``profile``, or None."""
+    lanes, p = profile.lanes_per_register, shape.passes
+    if p > profile.max_passes:
+        return f"passes={p} exceeds the {profile.max_passes} pipeline passes {profile.name} allows"
+    if elements % p or (elements // p) % lanes:
+        return (f"elements_per_packet={elements} cannot be split into {p} equal passes of whole "
+                f"{lanes}-lane register entries")
+    if shape.mode == "stream" and (p == 1 or not profile.is_tna):
+        return (f"a streamed layout needs several passes on a TNA target; {profile.name} with passes={p} "
+                f"holds every value in one pass")
+    if shape.pipes not in (1, p):
+        return f"pipes={shape.pipes} must be 1 (recirculation in one pipe) or passes={p} (one pipe per pass)"
+    if shape.pipes > 1 and (not profile.is_tna or shape.pipes > profile.pipes):
+        return f"pipes={shape.pipes} folds the passes over {shape.pipes} pipes; {profile.name} has {profile.pipes}"
+    return None

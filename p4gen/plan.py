@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import decision as dmod
-from . import ops
+from . import ops, protocols
 from .decision import Codes, DecisionTable, FrozenMap
 from .errors import P4genError, PlanError
 from .files import parse_json, read_text
-from .spec import MAX_SLOTS, MAX_WORKERS, PROTOCOLS, VALUE_WIDTHS, Spec, make_spec
+from .spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
 from .target import TargetProfile, profile_from_mapping
 
 SCHEMA = "p4gen.plan/1"
@@ -495,9 +495,9 @@ def _parse(data: Any, source: str) -> Plan:
         if kind is list:
             r.items(data[key], key)
     protocol, variant = data["protocol"], data["variant"]
-    if protocol not in PROTOCOLS:
-        raise r.fail(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
-    allowed = ("hardened",) if protocol == "omnireduce" else ("reference", "hardened")
+    if protocol not in protocols.protocol_names():
+        raise r.fail(f"protocol={protocol!r} must be one of {', '.join(protocols.protocol_names())}")
+    allowed = [v.name for v in protocols.variants(protocol)]
     if variant not in allowed:
         raise r.fail(f"variant={variant!r} must be one of {', '.join(allowed)} for protocol {protocol}")
     raw = data["params"]
@@ -629,8 +629,9 @@ def _check_program(r: _Reader, plan: Plan) -> None:
     cols = sorted(c for v in values for c in v.elements)
     if values and cols != list(range(plan.params.elements_per_pass)):
         raise r.fail("the value registers do not cover each element of a pass exactly once")
-    if plan.protocol != "omnireduce" and any("data" in s.keys for s in plan.decision.steps + (plan.decision.outcome,)):
-        raise r.fail("the decision table observes 'data', which only an omnireduce plan's parser provides")
+    if tuple(plan.decision.parsed) != protocols.protocol(plan.protocol).parsed:
+        raise r.fail(f"the decision table takes the observations {list(plan.decision.parsed)} from the parser; "
+                     f"an {plan.protocol} plan's parser makes {list(protocols.protocol(plan.protocol).parsed)}")
 
 
 def check_decision(data: dict[str, Any], source: str = "plan") -> None:

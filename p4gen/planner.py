@@ -20,16 +20,17 @@ value arrays at index ``(slot_copy << pass_bits) | p``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__, decision, ops
+from . import __version__, decision, ops, placement, protocols
 from .errors import InfeasibleError
-from .pass_shape import PassShape
+from .pass_shape import PassShape, shape_problem
 from .plan import SCHEMA, Plan
+from .registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
 from .spec import Spec
-from .stages import place, shape_problem
 from .target import TargetProfile
 
 UDP_PORT_MIN = 0xBEE0
@@ -37,10 +38,6 @@ UDP_PORT_MAX = 0xBEEF
 EXPONENT_BIAS = 127
 SLOT_BITS = 15                      # pool_index = copy(1) . slot(15)
 MAX_HEADER_SLOTS = 1 << SLOT_BITS
-BITMAP_WORD_BITS = 32
-COUNTER_BITS = 32
-CHUNK_BITS = 32
-EXPONENT_BITS = 8
 FLOOD_GROUP_BASE = 0x8000           # flood group for ingress port p is FLOOD_GROUP_BASE + p
 PORTS = 512                         # 9-bit ports: one flood group each
 RECIRC_PORT = {"tna": 68, "t2na": 6, "v1model": 0}
@@ -98,28 +95,26 @@ def _flood_group_base(profile: TargetProfile) -> int:
     return min(FLOOD_GROUP_BASE, profile.multicast_group_limit - PORTS)
 
 
-def _value_arrays_per_pass(profile: TargetProfile, variant: str) -> int | None:
-    """Value arrays one pass can host, or None when unbounded."""
+def _value_capacity(profile: TargetProfile, table: decision.DecisionTable, spec: Spec) -> int | None:
+    """Value arrays one pass can host besides the table's other steps, or None when unbounded."""
     if not profile.has_stage_limits:
         return None
-    a, s = profile.alus_per_stage, profile.stages
-    if variant == "hardened":
-        return max(0, (s - 4) * a)        # values start after workers|chunk|bitmap|counter+exp
-    return max(0, (s - 3) * a - 1)         # stage 3 shares one ALU with the exponent
+    g = Geometry(1, spec.max_workers, spec.value_width, 0, profile.lanes_per_register, 0, 1)
+    arrays = {role: arrays_of(table, g, role) for role in table.roles if role != "values"}
+    return placement.value_capacity(profile, arrays, placement.step_dependencies(table))
 
 
 def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The header layout of ``protocol``: OmniReduce adds the next non-zero block offset."""
-    if protocol != "omnireduce":
-        return HEADERS
-    return [(n, f + [("next", 32)] if n == "agg" else f) for n, f in HEADERS]
+    """The header layout of ``protocol``: its agg header carries the protocol's own fields too."""
+    extra = list(protocols.protocol(protocol).agg_fields)
+    return [(n, f + extra if n == "agg" else f) for n, f in HEADERS]
 
 
 def pass_header(mode: str) -> tuple[str, list[tuple[str, int]]]:
     return STREAM_PASS_HEADER if mode == "stream" else PASS_HEADER
 
 
-def _header_bits(passes: int, protocol: str = "switchml", mode: str = "resident") -> int:
+def _header_bits(passes: int, protocol: str, mode: str = "resident") -> int:
     bits = sum(w for _, fields in wire_headers(protocol) for _, w in fields)
     if passes > 1:
         bits += sum(w for _, w in pass_header(mode)[1])
@@ -139,10 +134,11 @@ def _metadata_bits() -> int:
     return sum(w for _, w in METADATA)
 
 
-def _choose_passes(profile: TargetProfile, variant: str, elements: int) -> tuple[int, int] | None:
+def _choose_passes(profile: TargetProfile, table: decision.DecisionTable, spec: Spec,
+                   elements: int) -> tuple[int, int] | None:
     """(passes, per_pass) for ``elements``, or None when no split fits."""
     lanes = profile.lanes_per_register
-    cap = _value_arrays_per_pass(profile, variant)
+    cap = _value_capacity(profile, table, spec)
     if cap is None:
         return (1, elements) if elements % lanes == 0 else None
     for passes in range(1, profile.max_passes + 1):
@@ -154,83 +150,45 @@ def _choose_passes(profile: TargetProfile, variant: str, elements: int) -> tuple
     return None
 
 
-def layout_registers(spec: Spec, variant: str, slots: int, per_pass: int, lanes: int, pass_bits: int,
-                     pipes: int = 1) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]], list[dict[str, Any]]]:
-    """The register arrays of a layout, in P4Runtime-id order, without stages.
-
-    Also returns the planner's stage rule as data: ``groups`` take one stage each, in order,
-    from stage 1; ``tail`` fills the stages after them."""
-    w = spec.value_width
-    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
-    regs: list[dict[str, Any]] = []
-    groups: list[list[dict[str, Any]]] = []
-
-    def reg(name, role, entries, lane_bits, nlanes, index, **extra):
-        r = {"name": name, "role": role, "entries": entries, "lane_bits": lane_bits, "lanes": nlanes,
-             "entry_bits": lane_bits * nlanes, "index": index}
-        r.update(extra)
-        regs.append(r)
-        return r
-
-    sc = 2 * slots
-    if variant == "hardened":
-        groups.append([reg("chunk", "chunk", sc, CHUNK_BITS, 1, "slot_copy")])
-    groups.append([reg(f"bitmap{i}", "bitmap", slots, BITMAP_WORD_BITS, 2, "slot", word=i) for i in range(words)])
-    counter = reg("worker_count", "counter", sc, COUNTER_BITS, 1, "slot_copy")
-    exponent = reg("exponent", "exponent", sc, EXPONENT_BITS, 1, "slot_copy")
-    # folded passes: each pipe holds its own copy of the value arrays, indexed by (slot, copy)
-    ventries, vindex = (sc, "slot_copy") if pipes > 1 else (sc << pass_bits, "slot_copy_pass")
-    values = [reg(f"values{j}", "values", ventries, w, lanes, vindex, elements=[j * lanes + i for i in range(lanes)])
-              for j in range(per_pass // lanes)]
-    if variant == "hardened":
-        group = [counter, exponent]
-        if spec.protocol == "omnireduce":
-            group.append(reg("minnext", "minnext", sc, 32, 1, "slot_copy"))
-        groups.append(group)
-        tail = values
-    else:
-        groups.append([counter])
-        tail = [exponent] + values
-    return regs, groups, tail
+def register_geometry(spec: Spec, profile: TargetProfile, slots: int, per_pass: int, pass_bits: int,
+                      pipes: int) -> Geometry:
+    return Geometry(slots, spec.max_workers, spec.value_width, per_pass, profile.lanes_per_register, pass_bits, pipes)
 
 
-def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
-                  shape: PassShape | None = None) -> Fit:
+def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
+           shape: PassShape | None = None) -> Fit:
+    """The slot-independent part of a fit: frame size, headroom, passes, PHV."""
     lay = Fit(variant=variant, elements=elements, slots=slots)
+    table = protocols.decision_table(variant, spec.protocol)
+    sparse = protocols.protocol(spec.protocol).sparse
     lanes = profile.lanes_per_register
     w = spec.value_width
-    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+    words = arrays_of(table, register_geometry(spec, profile, 1, 0, 0, 1), "bitmap")
 
     # 1. worker bitmap: all words of one copy live in one stage
     if profile.has_stage_limits and words > profile.alus_per_stage:
         lay.failure = ("workers", f"max_workers={spec.max_workers} needs {words} bitmap words of {BITMAP_WORD_BITS} "
                                   f"workers in one stage; {profile.name} has {profile.alus_per_stage} stateful ALUs per stage")
         return lay
-    # 2. header fields
-    if slots > MAX_HEADER_SLOTS:
-        lay.failure = ("slots", f"slots={slots} exceeds the {SLOT_BITS}-bit slot field of pool_index "
-                                f"({MAX_HEADER_SLOTS} slots)")
-        return lay
-    # 3. frame size
+    # 2. frame size
     hdr_bytes = sum(w_ for name, f in wire_headers(spec.protocol) if name != "ethernet" for _, w_ in f) // 8
     payload_limit = (profile.mtu_bytes - hdr_bytes) * 8 // w
     if elements > payload_limit:
         lay.failure = ("elements", f"elements_per_packet={elements} makes a {hdr_bytes + elements * w // 8}-byte IP packet; "
                                    f"{profile.name} assumes an MTU of {profile.mtu_bytes} bytes")
         return lay
-    # 3b. headroom: an OmniReduce result that answers a header-only packet grows by the block
+    # 2b. headroom: a sparse protocol's result that answers a header-only packet grows by the block
     grow = elements * w // 8
-    if spec.protocol == "omnireduce" and profile.packet_headroom_bytes is not None \
-            and grow > profile.packet_headroom_bytes:
-        lay.failure = ("elements", f"elements_per_packet={elements} makes an omnireduce result {grow} bytes longer "
+    if sparse and profile.packet_headroom_bytes is not None and grow > profile.packet_headroom_bytes:
+        lay.failure = ("elements", f"elements_per_packet={elements} makes an {spec.protocol} result {grow} bytes longer "
                                    f"than the header-only packet it answers; {profile.name} gives a packet "
                                    f"{profile.packet_headroom_bytes} bytes of headroom")
         return lay
-    # 4. passes
+    # 3. passes
     if shape is None:
-        split = _choose_passes(profile, variant, elements)
+        split = _choose_passes(profile, table, spec, elements)
         if split is None:
-            cap = _value_arrays_per_pass(profile, variant)
+            cap = _value_capacity(profile, table, spec)
             lay.failure = ("elements", f"elements_per_packet={elements} cannot be split into at most {profile.max_passes} "
                                        f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
                                        f"lanes per pass on {profile.name}, {variant} variant)")
@@ -242,12 +200,12 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
             lay.failure = ("layout", why)
             return lay
         lay.passes, lay.per_pass, lay.mode, lay.pipes = shape.passes, elements // shape.passes, shape.mode, shape.pipes
-    if spec.protocol == "omnireduce" and lay.passes > 1:
+    if sparse and lay.passes > 1:
         lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.passes} pipeline passes on {profile.name}; "
-                                   f"an omnireduce block must fit one pass")
+                                   f"an {spec.protocol} block must fit one pass")
         return lay
     lay.pass_bits = (lay.passes - 1).bit_length()
-    # 5. PHV: a resident layout that overflows it is streamed (each pass parses only its own values)
+    # 4. PHV: a resident layout that overflows it is streamed (each pass parses only its own values)
     budget = profile.phv_budget_bits
     lay.phv_bits = phv_bits(spec.protocol, elements, lay.passes, lay.mode, w)
     if shape is None and budget is not None and lay.phv_bits > budget and lay.passes > 1 and profile.is_tna:
@@ -258,46 +216,27 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
         held = lay.per_pass if lay.mode == "stream" else elements
         lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {held} x {w}-bit "
                                    f"values, metadata); {profile.name} has {budget}")
+    return lay
+
+
+def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: PassShape | None = None) -> Fit:
+    """The slot-dependent part of a fit (``lay`` has a shape and no failure): the register arrays of the
+    table's steps, their stages (:func:`p4gen.placement.assign`), SRAM and entry limits."""
+    lay = dataclasses.replace(lay, slots=slots, registers=[], stages=[])
+    if slots > MAX_HEADER_SLOTS:
+        lay.failure = ("slots", f"slots={slots} exceeds the {SLOT_BITS}-bit slot field of pool_index "
+                                f"({MAX_HEADER_SLOTS} slots)")
         return lay
-
-    # 6. registers and stages
-    regs, groups, tail = layout_registers(spec, variant, slots, lay.per_pass, lanes, lay.pass_bits, lay.pipes)
-
-    placement = shape.stage_of if shape is not None else None
-    if placement is not None:
-        why = place(profile, regs, placement, decision.decision_table(variant, spec.protocol))
-        if why:
-            lay.failure = ("layout", why)
-            return lay
-        nstages = profile.stages
-    elif profile.has_stage_limits:
-        a = profile.alus_per_stage
-        stage = 1
-        for g in groups:
-            for r in g:
-                r["stage"] = stage
-            stage += 1
-        for i, r in enumerate(tail):
-            r["stage"] = stage + i // a
-        last = max(r["stage"] for r in regs)
-        nstages = profile.stages
-        assert last < nstages, (last, nstages)
-    else:
-        stage = 1
-        for g in groups:
-            for r in g:
-                r["stage"] = stage
-            stage += 1
-        for r in tail:
-            r["stage"] = stage
-        nstages = stage + 1
+    table = protocols.decision_table(lay.variant, spec.protocol)
+    regs = register_arrays(table, register_geometry(spec, profile, slots, lay.per_pass, lay.pass_bits, lay.pipes))
+    nstages, why = placement.assign(profile, regs, table, shape.stage_of if shape is not None else None)
+    if why:
+        lay.failure = ("layout", why)
+        return lay
 
     # SRAM / entry limits
     for r in regs:
-        if profile.sram_block_words:
-            r["sram_blocks"] = profile.sram_blocks_for(r["entries"], r["entry_bits"])
-        else:
-            r["sram_blocks"] = 0
+        r["sram_blocks"] = profile.sram_blocks_for(r["entries"], r["entry_bits"]) if profile.sram_block_words else 0
     stages = []
     for s in range(nstages):
         in_stage = [r for r in regs if r["stage"] == s]
@@ -327,12 +266,19 @@ def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: in
     return lay
 
 
-def _largest_slots(profile: TargetProfile, spec: Spec, variant: str, elements: int,
-                   shape: PassShape | None = None) -> int:
+def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
+                  shape: PassShape | None = None) -> Fit:
+    lay = _shape(profile, spec, variant, elements, slots, shape)
+    return lay if lay.failure is not None else _registers(profile, spec, lay, slots, shape)
+
+
+def _largest_slots(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape | None = None) -> int:
+    """The most slots the shape of ``lay`` holds (fitting never gets easier with more slots: bisection over
+    the slot-dependent part only)."""
     lo, hi = 0, MAX_HEADER_SLOTS
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if _build_layout(profile, spec, variant, elements, mid, shape).failure is None:
+        if _registers(profile, spec, lay, mid, shape).failure is None:
             lo = mid
         else:
             hi = mid - 1
@@ -363,7 +309,8 @@ def _infeasible(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape |
     if limit == "layout":
         return InfeasibleError(why)
     if limit == "slots":
-        best = _largest_slots(profile, spec, variant, lay.elements, shape)
+        base = _shape(profile, spec, variant, lay.elements, 1, shape)
+        best = _largest_slots(profile, spec, base, shape) if base.failure is None else 0
         tail = f"the largest slots that fits {profile.name} is {best}" if best else "no slot count fits"
         tail += f" (at elements_per_packet={lay.elements}, {variant} variant)"
     elif limit == "elements":
@@ -383,10 +330,10 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> F
     chosen by ``p4gen plan``); this pass re-checks it against every limit of the target."""
     if shape is not None and spec.elements_per_packet is None:
         raise InfeasibleError("a layout's shape needs elements_per_packet; the layout file gives none")
-    if spec.protocol == "omnireduce":
-        variants = ["hardened"]
+    if spec.variant == "auto":
+        variants = [v.name for v in protocols.variants(spec.protocol)]
     else:
-        variants = ["hardened", "reference"] if spec.variant == "auto" else [spec.variant]
+        variants = [protocols.variant(spec.protocol, spec.variant).name]
     first_failure: Fit | None = None
     for variant in variants:
         elements = spec.elements_per_packet
@@ -476,10 +423,10 @@ def _resources(profile: TargetProfile, lay: Fit) -> dict[str, Any]:
 
 
 def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape | None = None) -> dict[str, Any]:
-    if spec.protocol == "omnireduce":
-        return {"variant": "reference", "fits": False, "why": "omnireduce is built hardened only"}
-    other = "reference" if lay.variant == "hardened" else "hardened"
-    # the other variant has other registers: same passes, mode and pipes, the planner's stage rule
+    other, none = protocols.other_variant(spec.protocol, lay.variant)
+    if none:
+        return {"variant": other, "fits": False, "why": none}
+    # the other variant has other registers: same passes, mode and pipes, the placement of its own steps
     alt_shape = PassShape(shape.passes, shape.mode, shape.pipes) if shape is not None else None
     alt = _build_layout(profile, spec, other, lay.elements, lay.slots, alt_shape)
     if alt.failure is not None:
@@ -496,7 +443,7 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape 
 def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Plan:
     """Run the planner passes and return the Plan (``shape``: a layout from ``p4gen plan``)."""
     lay = fit(spec, profile, shape)
-    table = decision.decision_table(lay.variant, spec.protocol)
+    table = protocols.decision_table(lay.variant, spec.protocol)
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
     op_codes = {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
     params = {
@@ -544,7 +491,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "decision": table.to_dict(),
         "resources": _resources(profile, lay),
         "alternative": _alternative(profile, spec, lay, shape),
-        "limits": {"largest_slots": _largest_slots(profile, spec, lay.variant, lay.elements, shape)},
+        "limits": {"largest_slots": _largest_slots(profile, spec, lay, shape)},
         "p4names": {"ingress": "P4genIngress", "egress": "P4genEgress",
                     "prefix": "pipe." if profile.is_tna else ""},
     }

@@ -11,11 +11,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from . import protocols
 from .errors import SpecError
 from .files import load_toml
 
-PROTOCOLS = ("switchml", "omnireduce")
-VARIANTS = ("auto", "hardened", "reference")
+AUTO = "auto"               # the variant choice that takes a protocol's preferred variant that fits
 VALUE_WIDTHS = (16, 32)
 
 # Header field widths bound some fields regardless of target.
@@ -27,8 +27,8 @@ MAX_ELEMENTS = 4096
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    protocol: str = "switchml"
-    variant: str = "auto"
+    protocol: str = protocols.DEFAULT.name
+    variant: str = AUTO
     max_workers: int = 32
     slots: int = 512
     elements_per_packet: int | None = None
@@ -62,10 +62,10 @@ def make_spec(**fields: Any) -> Spec:
             raise SpecError(f"unknown spec field {key!r}; known fields: {', '.join(sorted(known))}")
     given = {k: v for k, v in fields.items() if v is not None or k == "elements_per_packet"}
     spec = Spec(**given)
-    _choice("protocol", spec.protocol, PROTOCOLS)
-    _choice("variant", spec.variant, VARIANTS)
-    if spec.protocol == "omnireduce" and spec.variant == "reference":
-        raise SpecError("variant='reference' exists for protocol switchml only; omnireduce is built hardened")
+    _choice("protocol", spec.protocol, protocols.protocol_names())
+    _choice("variant", spec.variant, (AUTO,) + protocols.variant_names())
+    if spec.variant != AUTO:
+        protocols.variant(spec.protocol, spec.variant)      # one line when the protocol has no such variant
     _int_field("max_workers", spec.max_workers, 2, MAX_WORKERS)
     _int_field("slots", spec.slots, 1, MAX_SLOTS)
     if spec.elements_per_packet is not None:

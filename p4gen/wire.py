@@ -22,6 +22,7 @@ from typing import Mapping
 
 import numpy as np
 
+from . import protocols
 from .errors import P4genError
 
 TYPE_CHECKING = False
@@ -136,7 +137,7 @@ class FrameLayout:
         self.udp_port_max = params.udp_port_max
         # OmniReduce: the data header follows agg only when agg.flags bit 0 is set (else the packet
         # is header-only and carries just agg.next, the worker's next non-zero block offset)
-        self.omni = plan.protocol == "omnireduce"
+        self.omni = protocols.protocol(plan.protocol).sparse
         agg_fields = {f.name for f in self.headers["agg"].fields}
         if self.omni and not {"flags", "next"} <= agg_fields:
             raise PacketError("an omnireduce plan's agg header must hold 'flags' and 'next'")

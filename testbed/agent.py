@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from p4gen import protocols
 from p4gen.wire import FrameLayout
 from p4gen.host.packet import datagram_prefix, endpoint
 from p4gen.netio.heap import retain_freed_memory
@@ -57,7 +58,7 @@ def make_worker(cfg: dict, layout: FrameLayout, tensor: np.ndarray):
     dst = endpoint(cfg["switch_mac"], cfg["switch_ip"], cfg["switch_port"])
     common = dict(job=cfg["job"], window=cfg["window"], n_workers=cfg["n"], src=src, dst=dst,
                   timeout=cfg["timeout"], backoff=2.0, max_timeout=cfg["max_timeout"])
-    if cfg["protocol"] == "omnireduce":
+    if protocols.protocol(cfg["protocol"]).sparse:
         from p4gen.host.omni_worker import OmniWorker
 
         return OmniWorker(layout, tensor, **common)
@@ -167,7 +168,7 @@ def run(cfg: dict, wait_go=None) -> dict:
             if now - last > stall:
                 out = w.outstanding()
                 slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
-                unit, what = ("block", "blocks") if cfg["protocol"] == "omnireduce" else ("index", "chunks")
+                unit, what = ("block", "blocks") if protocols.protocol(cfg["protocol"]).sparse else ("index", "chunks")
                 if t < 0 and unit == "block":
                     unit, t = "round", "discovery"
                 raise JobError(f"worker {cfg['rank']} ({cfg['host']}): no result for {stall:.1f} s "

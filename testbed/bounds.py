@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from p4gen import protocols
+
 MTU = 1500
 ETHERNET_HEADER = 14
 TCP_SEGMENT = MTU - 20 - 20 - 12            # IPv4, TCP, TCP timestamps (on by default in every namespace)
@@ -37,7 +39,8 @@ class Bound:
     how: str                     # one line: what was counted
 
 
-def aggregation(layout, size: int, mbit: float, protocol: str = "switchml", held_blocks: int | None = None) -> Bound:
+def aggregation(layout, size: int, mbit: float, protocol: str = protocols.DEFAULT.name,
+                held_blocks: int | None = None) -> Bound:
     """SwitchML (or OmniReduce, ``held_blocks`` of the tensor's blocks held by some worker) on links of ``mbit``."""
     k = layout.elements
     frames = -(-size // k) if held_blocks is None else held_blocks

@@ -15,10 +15,13 @@ import json
 import re
 from pathlib import Path
 
+from .. import protocols
 from ..cliargs import int_in, number_in, seconds
 from .errors import TestbedError
 from .network_options import (add_network_options, check_network_options, network_from_options,
                               unwind_on_sigterm)
+
+GLOO = "gloo"          # the baseline: torch.distributed's all-reduce on the same links
 
 # (RunResult key, format, column heading)
 COLUMNS = [("protocol", "{:<10}", "protocol"), ("workers", "{:>2}", "n"), ("topo", "{:<13}", "topo"),
@@ -92,27 +95,24 @@ def run(args: argparse.Namespace, after=None):
     if not 0 < args.density <= 1:
         raise TestbedError(f"--density {args.density} must be in (0, 1]")
     size = parse_size(args.size)
-    if args.protocol == "omnireduce":
-        import importlib.util
-
-        if importlib.util.find_spec("p4gen.host.omni_worker") is None:
-            raise TestbedError("--protocol omnireduce: p4gen.host.omni_worker (the OmniReduce worker state machine) "
-                               "is not installed")
-    elif args.density != 1.0:
-        raise TestbedError(f"--density {args.density} applies to --protocol omnireduce only")
-    if args.protocol == "gloo":
+    sparse = args.protocol in protocols.protocol_names() and protocols.protocol(args.protocol).sparse
+    if not sparse and args.density != 1.0:
+        raise TestbedError(f"--density {args.density} applies to a sparse protocol only "
+                           f"(--protocol {protocols.sparse_protocol().name})")
+    # Gloo runs on the default protocol's network (its switch forwards the Gloo traffic)
+    proto = protocols.DEFAULT.name if args.protocol == GLOO else args.protocol
+    dtype = "float32" if args.protocol == GLOO else args.dtype
+    if args.protocol == GLOO:
         from p4gen.extras import lacking
 
-        why = lacking("--protocol gloo", "torch")
+        why = lacking(f"--protocol {GLOO}", "torch")
         if why:
             raise TestbedError(why)
-    proto = "switchml" if args.protocol == "gloo" else args.protocol
-    dtype = "float32" if args.protocol == "gloo" else args.dtype
     results = []
     with network_from_options(args, proto) as net:
         _apply_loss(net, args.loss)
         for _ in range(args.repeat):
-            if args.protocol == "gloo":
+            if args.protocol == GLOO:
                 r = harness.run_gloo(net, size=size, dtype=dtype, seed=args.seed, timeout=args.timeout)
             else:
                 r = harness.run_switchml(net, size=size, dtype=dtype, seed=args.seed, density=args.density,
@@ -210,9 +210,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser("testbed", help="all-reduce on Mininet hosts through p4gen's switch")
     sub = p.add_subparsers(dest="testbed_cmd", required=True)
     r = sub.add_parser("run", help="run one all-reduce job and print a table row")
-    r.add_argument("--protocol", choices=("switchml", "omnireduce", "gloo"), default="switchml",
-                   help="switchml (default), omnireduce, or gloo (torch.distributed's ring on the same links, "
-                        "for comparison; needs the torch extra)")
+    r.add_argument("--protocol", choices=protocols.protocol_names() + (GLOO,), default=protocols.DEFAULT.name,
+                   help=f"{', '.join(protocols.protocol_names())} (default {protocols.DEFAULT.name}), or {GLOO} "
+                        "(torch.distributed's ring on the same links, for comparison; needs the torch extra)")
     add_network_options(r)
     r.add_argument("--size", default="65536", help="elements, or a float32 size such as 16MiB (default 65536)")
     r.add_argument("--dtype", choices=("float32", "int32"), default="float32",
@@ -232,8 +232,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     r.add_argument("--cli", action="store_true", help="after the job, leave the network at a mininet> prompt")
     r.set_defaults(func=_cmd_run)
     u = sub.add_parser("up", help="build the network, program the switch and leave you at mininet>")
-    u.add_argument("--protocol", choices=("switchml", "omnireduce"), default="switchml",
-                   help="the job the switch is programmed with: switchml (default) or omnireduce")
+    u.add_argument("--protocol", choices=protocols.protocol_names(), default=protocols.DEFAULT.name,
+                   help=f"the job the switch is programmed with: {' or '.join(protocols.protocol_names())} "
+                        f"(default {protocols.DEFAULT.name})")
     add_network_options(u)
     u.set_defaults(func=_cmd_up)
     c = sub.add_parser("cleanup", help="end the processes (and so the namespaces) a crashed testbed run left, "

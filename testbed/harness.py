@@ -1,7 +1,7 @@
 """Run one all-reduce on a built network and measure it.
 
 :func:`run_switchml` starts one worker emulator (:mod:`p4gen.testbed.agent`)
-per host (SwitchML, or OmniReduce with ``protocol="omnireduce"``: block-sparse
+per host (SwitchML, or OmniReduce with its sparse protocol: block-sparse
 tensors of the given ``density`` and a check with one exponent per stream), releases them together, optionally injects a fault, and checks
 every worker's result against the exact sum.  :func:`run_gloo` does the
 same with ``torch.distributed`` (Gloo backend, ring all-reduce) on the same
@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from p4gen import protocols
 from p4gen.wire import FrameLayout
 
 from . import bounds, procs, tensors
@@ -144,11 +145,11 @@ def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: i
     return w, max(0.1, 3 * serial)
 
 
-def _chunks(protocol: str, size: int, layout: Layout) -> int:
+def _chunks(protocol: str, size: int, layout: FrameLayout) -> int:
     """The chunks a window is sized by: SwitchML's; OmniReduce keeps the smallest window (its workers
     and the switch's OmniReduce path handle results one by one, and a window's streams of blocks are
     its parallelism, not its batch)."""
-    return -(-size // layout.elements) if protocol == "switchml" else 0
+    return 0 if protocols.protocol(protocol).sparse else -(-size // layout.elements)
 
 
 def _gather(mbit: float, frame_bytes: int, window: int) -> float:
@@ -159,7 +160,7 @@ def _gather(mbit: float, frame_bytes: int, window: int) -> float:
     return min(GATHER_MAX, GATHER_FRACTION * window * frame_bytes * 8 / (mbit * 1e6))
 
 
-def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = "switchml", size: int,
+def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = protocols.DEFAULT.name, size: int,
                   dtype: str = "float32", seed: int = 0, density: float = 1.0, window: int | None = None,
                   rto: float | None = None, stall_timeout: float = 10.0, progress=(), hold: bool = False,
                   wait_go: bool = True) -> dict:
@@ -224,7 +225,7 @@ def _loss_seen(sent_up: int, recv_down: int, c0: dict, c1: dict, hosts: list[str
 
 def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, density: float = 1.0,
                  window: int | None = None, stall_timeout: float = 10.0, fault: str | None = None,
-                 timeout: float = 600.0, protocol: str = "switchml", spec=None) -> RunResult:
+                 timeout: float = 600.0, protocol: str = protocols.DEFAULT.name, spec=None) -> RunResult:
     """One all-reduce by every host (or by the workers of ``spec``, a job the switch already runs)."""
     if fault is not None and fault not in FAULTS:
         raise TestbedError(f"fault={fault!r} must be one of {', '.join(FAULTS)}")
@@ -305,7 +306,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     k = layout.elements
     blocks = -(-size // k)
     held_blocks = None
-    if protocol == "omnireduce":
+    if protocols.protocol(protocol).sparse:
         streams = min(win, blocks)
         checks = [tensors.check_omnireduce(np.load(net.workdir / f"result-{hosts[r]}.npy"), xs, total, k, streams,
                                            layout.value_width) for r in range(n)]

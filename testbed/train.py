@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from p4gen import protocols
 from p4gen.extras import lacking
 from p4gen.plan import Plan
 
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
     from .net import Network
     from .program import JobSpec
 
-PROTOCOLS = ("switchml", "omnireduce", "gloo")
+GLOO = "gloo"          # the baseline: torch.distributed's all-reduce on the same links
+PROTOCOLS = protocols.protocol_names() + (GLOO,)
 
 
 def job_toml(spec: JobSpec) -> str:
@@ -50,7 +52,7 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     """Train on every host of ``net``; rank 0's record, with the wall time of the whole run added."""
     if protocol not in PROTOCOLS:
         raise TestbedError(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
-    if protocol != "gloo":
+    if protocol != GLOO:
         built = Plan.load(net.plan_dir).protocol
         if built != protocol:
             raise TestbedError(f"--protocol {protocol}: the switch's build is for {built}")
@@ -64,7 +66,7 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     master = topo.hosts[0]
     args = ["-m", "p4gen.torch.train", "--protocol", protocol, "--model", model, "--epochs", str(epochs),
             "--batch", str(batch), "--seed", str(seed), "--out", str(out), "--stall-timeout", str(stall_timeout)]
-    if protocol != "gloo":
+    if protocol != GLOO:
         args += ["--plan", str(net.plan_dir), "--job", str(job_file), "--switch", SWITCH_IP]
     if per_bucket:
         args.append("--per-bucket")
@@ -119,7 +121,7 @@ def _cmd_train(args) -> int:
     from p4gen.torch.train import digits
 
     check_network_options(args)
-    protocols = _protocols(args.protocol)
+    wanted = _protocols(args.protocol)
     if args.epochs < 1:
         raise TestbedError(f"--epochs {args.epochs} must be at least 1")
     if args.png:
@@ -127,12 +129,12 @@ def _cmd_train(args) -> int:
     records: dict[str, dict] = {}
 
     def runs():
-        for proto in protocols:
-            with network_from_options(args, "switchml" if proto == "gloo" else proto) as net:
+        for proto in wanted:
+            with network_from_options(args, protocols.DEFAULT.name if proto == GLOO else proto) as net:
                 if args.loss:
                     print(net.set_loss(args.loss), flush=True)
                 rec = run_train(net, protocol=proto, model=args.model, epochs=args.epochs,
-                                per_bucket=args.per_bucket and proto != "gloo", seed=args.seed,
+                                per_bucket=args.per_bucket and proto != GLOO, seed=args.seed,
                                 timeout=args.timeout)
             records[proto] = rec
             hook = rec.get("hook") or {}
@@ -144,10 +146,10 @@ def _cmd_train(args) -> int:
                   + (f"  block density {dens:.3f}" if dens is not None else ""), flush=True)
     unwind_on_sigterm(runs)
     ok = True
-    if "gloo" in records:
+    if GLOO in records:
         test_samples = len(digits(args.seed)[3])
-        for proto in (p for p in protocols if p != "gloo"):
-            par = compare(records[proto], records["gloo"], test_samples)
+        for proto in (p for p in wanted if p != GLOO):
+            par = compare(records[proto], records[GLOO], test_samples)
             print(par.line(f"{proto} against gloo"))
             records[proto]["parity"] = par.__dict__
             ok &= par.ok
@@ -174,7 +176,7 @@ def plot(records: dict[str, dict], path: str) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for proto, rec in records.items():
-        a.plot(rec["step_loss"], label=proto, linestyle={"gloo": "-", "switchml": "--"}.get(proto, ":"))
+        a.plot(rec["step_loss"], label=proto, linestyle={GLOO: "-", protocols.DEFAULT.name: "--"}.get(proto, ":"))
         b.plot(range(1, len(rec["test_acc"]) + 1), rec["test_acc"], marker="o", label=proto)
     a.set_xlabel("step")
     a.set_ylabel("training loss (rank 0's batch)")
@@ -193,8 +195,9 @@ def register(sub) -> None:
     """``p4gen testbed train``: on the subparsers of ``p4gen testbed``."""
     t = sub.add_parser("train", help="train on the digits with torchrun on every host, gradients through the "
                                      "switch or Gloo; compare with Gloo")
-    t.add_argument("--protocol", default="switchml",
-                   help="switchml (default), omnireduce, gloo, or several, one run each: gloo,switchml")
+    t.add_argument("--protocol", default=protocols.DEFAULT.name,
+                   help=f"{', '.join(PROTOCOLS)} (default {protocols.DEFAULT.name}), or several, one run each: "
+                        f"{GLOO},{protocols.DEFAULT.name}")
     add_network_options(t)
     t.add_argument("--model", choices=("mlp", "embbag"), default="mlp",
                    help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")

@@ -13,24 +13,32 @@ from pathlib import Path
 
 import pytest
 
-from p4gen import decision
+from p4gen import protocols
 from p4gen.build import compile_program, find_compiler
 from p4gen.cli import main
 from p4gen.jobfile import parse_job
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
-from p4gen.errors import InfeasibleError
-from p4gen.layout import inner
+from p4gen import placement as inner
 from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.job_split import Job, equal_split, plan_jobs
 from p4gen.layout.search import SearchContext, largest_slots, search, shapes
 from p4gen.pass_shape import PassShape
-from p4gen.planner import fit, layout_registers, make_plan
+from p4gen.placement import step_dependencies
+from p4gen.planner import fit, make_plan
+from p4gen.registers import Geometry as RegisterGeometry, register_arrays
 from p4gen.spec import make_spec
-from p4gen.stages import step_dependencies
 from p4gen.target import profile_from_mapping, load_target
 
 HERE = Path(__file__).resolve().parent
+
+
+def layout_registers(spec, variant, slots, per_pass, lanes, pass_bits, pipes=1):
+    """The register arrays of a layout (the planner's derivation from the variant's table's steps)."""
+    g = RegisterGeometry(slots, spec.max_workers, spec.value_width, per_pass, lanes, pass_bits, pipes)
+    return register_arrays(protocols.decision_table(variant, spec.protocol), g)
+
+
 EXAMPLES = HERE.parent / "docs" / "examples"
 
 # a small TNA-like profile: few stages, two ALUs, tiny SRAM blocks, so brute force can cover it
@@ -120,8 +128,8 @@ def _brute_stages(profile, regs, deps) -> int | None:
                                                   ("reference", 2, 30), ("reference", 4, 8), ("hardened", 2, 60)])
 def test_inner_placement_is_the_brute_force_minimum(variant, values, slots):
     spec = make_spec(slots=slots, variant=variant, max_workers=32)
-    regs, _, _ = layout_registers(spec, variant, slots, 2 * values, 2, 0)
-    deps = step_dependencies(decision.decision_table(variant))
+    regs = layout_registers(spec, variant, slots, 2 * values, 2, 0)
+    deps = step_dependencies(protocols.decision_table(variant))
     found = inner.place(MINI, regs, deps)
     brute = _brute_stages(MINI, regs, deps)
     assert (found.stages_used if found else None) == brute
@@ -130,17 +138,19 @@ def test_inner_placement_is_the_brute_force_minimum(variant, values, slots):
         assert not inner.certify(MINI, regs, deps, found.stages_used - 1)
 
 
-def test_inner_spreads_arrays_the_planner_rule_cannot_fit():
-    # 4 value arrays whose SRAM fills half a stage each: the rule puts 2 per stage; it fits once spread
+def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
+    # 4 value arrays whose SRAM fills half a stage each: the earliest placement puts 4 in one stage; the one
+    # placement function (its optimiser) spreads them, and a layout given that placement builds the same
     prof = dataclasses.replace(MINI, stages=8, alus_per_stage=4)
     spec = make_spec(slots=40, max_workers=32, elements_per_packet=8)
-    with pytest.raises(InfeasibleError, match="SRAM blocks in stage"):
-        fit(spec, prof)
-    regs, _, _ = layout_registers(spec, "hardened", 40, 8, 2, 0)
-    found = inner.place(prof, regs, step_dependencies(decision.decision_table("hardened")))
+    regs = layout_registers(spec, "hardened", 40, 8, 2, 0)
+    found = inner.place(prof, regs, step_dependencies(protocols.decision_table("hardened")))
     assert found is not None
-    lay = fit(spec, prof, PassShape(1, placement=found.as_tuple()))
+    lay = fit(spec, prof)
+    assert {r["name"]: r["stage"] for r in lay.registers} == found.stage_of
     assert max(r["stage"] for r in lay.registers) + 1 == found.stages_used
+    given = fit(spec, prof, PassShape(1, placement=found.as_tuple()))
+    assert given.registers == lay.registers
 
 
 # -- the outer level: the optimum against brute force over every shape and slot count ------------------------
@@ -149,7 +159,7 @@ def test_search_optimum_equals_brute_force(rtt):
     wl = Workload(4, 100.0, rtt, 1 << 16)
     res = search(MINI, wl, certify=False)
     ctx = SearchContext(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
-               step_dependencies(decision.decision_table("hardened")))
+                        protocols.decision_table("hardened"))
     best = None
     for e, p, mode, pipes, w in shapes(MINI, "switchml", [32]):
         spec = make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=e, value_width=w)
@@ -159,7 +169,7 @@ def test_search_optimum_equals_brute_force(rtt):
             t = predict(MINI, wl, Geometry("switchml", e, p, mode, pipes, w, s)).time_s
             best = t if best is None else min(best, t)
         # one slot more than the bisection's answer does not fit
-        regs, _, _ = layout_registers(spec, "hardened", top + 1, e // p, 2, (p - 1).bit_length(), pipes)
+        regs = layout_registers(spec, "hardened", top + 1, e // p, 2, (p - 1).bit_length(), pipes)
         assert inner.place(MINI, regs, ctx.deps) is None
     assert res.best.prediction.time_s == pytest.approx(best, rel=1e-12)
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from p4gen import decision, ops
+from p4gen import protocols
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.switch.model import FAST_KERNELS, ModelError, SwitchModel, WorkerAddr, job_config
@@ -60,7 +61,7 @@ def test_values_kernels(op, stored, pkt):
 
 
 def test_every_switchml_op_has_a_kernel():
-    roles = {s.role for v in ("reference", "hardened") for s in decision.decision_table(v).steps}
+    roles = {s.role for v in ("reference", "hardened") for s in protocols.decision_table(v).steps}
     assert roles <= set(FAST_KERNELS)
     for r in roles:
         assert set(FAST_KERNELS[r]) == set(ops.OPS[r])
@@ -267,7 +268,7 @@ def test_custom_decision_table_is_validated():
     table["steps"][0]["rules"][0]["op"] = "teleport"
     with pytest.raises(ModelError, match="invalid"):
         SwitchModel(plan, decision=table)
-    assert SwitchModel(plan, decision=decision.decision_table("reference")).decision.variant == "reference"
+    assert SwitchModel(plan, decision=protocols.decision_table("reference")).decision.variant == "reference"
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import pytest
 import z3
 
 from p4gen import decision, ops
+from p4gen import protocols
 from p4gen import wire as W
 from p4gen.host import packet as P
 from p4gen.planner import make_plan
@@ -82,7 +83,7 @@ def _z3_state(count: int, n: int) -> int:
 
 
 def _bmc_violation():
-    cex = bmc(SwitchML(decision.decision_table("reference"), fifo=True), 3, 2)
+    cex = bmc(SwitchML(protocols.decision_table("reference"), fifo=True), 3, 2)
     return None if cex is None else (cex.prop, cex.steps)
 
 
@@ -127,7 +128,7 @@ def test_an_op_added_to_ops_runs_in_every_path(monkeypatch, new_op):
 
     monkeypatch.setattr(ops, "values_op", values_op)
     monkeypatch.setitem(ops.OPS, "values", {**ops.OPS["values"], new_op: "a new op"})
-    table = decision.decision_table("reference").to_dict()
+    table = protocols.decision_table("reference").to_dict()
     for rule in next(s for s in table["steps"] if s["role"] == "values")["rules"]:
         if rule["op"] == "add":
             rule["op"] = new_op

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from p4gen import decision
+from p4gen import protocols
 from p4gen import wire as W
 from p4gen.cli import main
 from p4gen.controller.pipeline import load_build
@@ -130,7 +131,7 @@ def test_verifier_mutants_mutate_the_plans_table():
 def test_with_decision_refuses_other_steps():
     plan = _plan()
     with pytest.raises(PlanError) as exc:
-        plan.with_decision(decision.decision_table("reference"))
+        plan.with_decision(protocols.decision_table("reference"))
     assert str(exc.value) == ("the decision table's steps (bitmap, counter, exponent, values) are not those of this "
                               "plan (chunk, bitmap, counter, exponent, values); other steps need a new layout: "
                               "run p4gen build")

@@ -8,6 +8,7 @@ import pytest
 import z3
 
 from p4gen import decision, ops
+from p4gen import protocols
 from p4gen.verify import cardinality, engine, paths
 from p4gen.verify.mutants import base_model
 from p4gen.verify.workers import Vec, Workers, ground
@@ -149,7 +150,7 @@ def test_shares_of_a_packet_touch_only_its_worker():
 
 def test_paths_read_the_decision_table():
     # an edit to the table changes the paths the model runs
-    t = decision.decision_table("hardened").to_dict()
+    t = protocols.decision_table("hardened").to_dict()
     ws = Workers.exactly(2)
     m = base_model("hardened", decision.DecisionTable.from_dict(t))
     before = {c.label for c in m.cases(engine.State.fresh(m.schema, ws, "x"), ws, m.globals(ws)[0],

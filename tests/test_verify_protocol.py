@@ -6,6 +6,7 @@ import pytest
 import z3
 
 from p4gen import decision
+from p4gen import protocols
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -74,7 +75,7 @@ def test_runner_in_a_pool_of_two(capsys):
 
 @pytest.mark.slow
 def test_reference_without_fifo_has_late_duplicate_counterexample():
-    m = SwitchML(decision.decision_table("reference"), fifo=False)
+    m = SwitchML(protocols.decision_table("reference"), fifo=False)
     cex = bmc(m, 2, 8, ["retransmission_harmless"])
     assert cex is not None and cex.steps <= 6
     last = cex.rows[-1]

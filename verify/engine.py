@@ -139,7 +139,7 @@ class Clause:
 class Model:
     """What a protocol model supplies to the engine (see the module docstring)."""
 
-    name = "model"
+    group = "model"                # the name of its property lines
     properties: dict[str, str] = {}
     schema: dict[str, tuple[str, int | None]] = {}
 

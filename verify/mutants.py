@@ -10,15 +10,14 @@ checks that every one is refuted with a concrete trace from the initial state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import importlib
+from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
 
-from p4gen import decision
+from p4gen import protocols
 from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from .engine import Model
-from .omni import OmniReduce
-from .protocol import SwitchML
 
 
 def _edited(f: Callable[[dict[str, Any]], None]) -> Callable[[DecisionTable], DecisionTable]:
@@ -106,10 +105,15 @@ def _table(f: Callable[[DecisionTable], DecisionTable]) -> Callable[[Model], Mod
     return lambda m: replace(m, table=f(m.table))
 
 
+_REFERENCE = protocols.SWITCHML_REFERENCE.label
+_HARDENED = protocols.SWITCHML_HARDENED.label
+_OMNIREDUCE = protocols.OMNIREDUCE_HARDENED.label
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
-    variant: str        # reference | hardened | omnireduce: the table it applies to
+    variant: str        # the label of the registry variant whose table it applies to
     description: str
     apply: Callable[[Model], Model]
     n: int = 2          # the worker count the trace needs (a round has a middle contribution from n = 3 on)
@@ -122,78 +126,90 @@ _SWAP = lambda t: swap_ops(t, "values", "add", "write")  # noqa: E731
 
 CATALOGUE: list[Mutant] = [
     # SwitchML, reference table
-    Mutant("no_shadow_copy", "reference", "workers always use copy 0 (no shadow copy)",
+    Mutant("no_shadow_copy", _REFERENCE, "workers always use copy 0 (no shadow copy)",
            lambda m: replace(m, copy_rule="zero")),
-    Mutant("no_bitmap_check", "reference", "the switch adds a contribution even when the worker's bit is set",
+    Mutant("no_bitmap_check", _REFERENCE, "the switch adds a contribution even when the worker's bit is set",
            _table(drop_seen)),
-    Mutant("counter_off_by_one", "reference", "the counter completes after n-1 contributions",
+    Mutant("counter_off_by_one", _REFERENCE, "the counter completes after n-1 contributions",
            lambda m: replace(m, counter_delta=-1)),
-    Mutant("no_unicast_on_retransmission", "reference",
+    Mutant("no_unicast_on_retransmission", _REFERENCE,
            "a retransmission to a complete slot is dropped instead of answered by unicast",
            _table(lambda t: set_outcome(t, "unicast", "drop", "drop_duplicate"))),
-    Mutant("other_bit_not_cleared", "reference", "the worker's bit in the other copy is not cleared (set, not set_clear)",
+    Mutant("other_bit_not_cleared", _REFERENCE, "the worker's bit in the other copy is not cleared (set, not set_clear)",
            _table(lambda t: set_op(t, "bitmap", "set_clear", "set"))),
-    Mutant("wrong_copy_flip", "reference", "the worker flips the copy on every send, retransmissions included",
+    Mutant("wrong_copy_flip", _REFERENCE, "the worker flips the copy on every send, retransmissions included",
            lambda m: replace(m, copy_rule="toggle")),
-    Mutant("unlabelled_results", "reference", "results are not labelled with the chunk (workers accept any result)",
+    Mutant("unlabelled_results", _REFERENCE, "results are not labelled with the chunk (workers accept any result)",
            lambda m: replace(m, label_check=False)),
-    Mutant("exponent_last_writer", "reference",
+    Mutant("exponent_last_writer", _REFERENCE,
            "the exponent register keeps the last contribution's exponent (write, not max)",
            _table(lambda t: set_op(t, "exponent", "max", "write"))),
-    Mutant("last_absorbed", "reference", "the last contribution is absorbed instead of multicast",
+    Mutant("last_absorbed", _REFERENCE, "the last contribution is absorbed instead of multicast",
            _table(_ABSORB)),
-    Mutant("retransmission_multicast", "reference", "the answer to a retransmission is multicast to every worker",
+    Mutant("retransmission_multicast", _REFERENCE, "the answer to a retransmission is multicast to every worker",
            _table(_MULTICAST_ANSWER)),
-    Mutant("mid_write", "reference", "a mid-round contribution writes instead of adds", _table(_MID_WRITE), 3),
-    Mutant("add_write_swapped", "reference", "the first contribution adds and the later ones write",
+    Mutant("mid_write", _REFERENCE, "a mid-round contribution writes instead of adds", _table(_MID_WRITE), 3),
+    Mutant("add_write_swapped", _REFERENCE, "the first contribution adds and the later ones write",
            _table(_SWAP)),
     # SwitchML, hardened table
-    Mutant("hardened_no_bitmap_check", "hardened", "hardened: contributions are added even when the bit is set",
+    Mutant("hardened_no_bitmap_check", _HARDENED, "hardened: contributions are added even when the bit is set",
            _table(drop_seen)),
-    Mutant("hardened_no_stale_drop", "hardened", "hardened: packets for an older chunk are treated as current",
+    Mutant("hardened_no_stale_drop", _HARDENED, "hardened: packets for an older chunk are treated as current",
            _table(stale_as_current)),
-    Mutant("hardened_last_absorbed", "hardened", "hardened: the last contribution is absorbed instead of multicast",
+    Mutant("hardened_last_absorbed", _HARDENED, "hardened: the last contribution is absorbed instead of multicast",
            _table(_ABSORB)),
-    Mutant("hardened_retransmission_multicast", "hardened",
+    Mutant("hardened_retransmission_multicast", _HARDENED,
            "hardened: the answer to a retransmission is multicast to every worker", _table(_MULTICAST_ANSWER)),
-    Mutant("hardened_mid_write", "hardened", "hardened: a mid-round contribution writes instead of adds",
+    Mutant("hardened_mid_write", _HARDENED, "hardened: a mid-round contribution writes instead of adds",
            _table(_MID_WRITE), 3),
-    Mutant("hardened_add_write_swapped", "hardened", "hardened: the first contribution adds and the later ones write",
+    Mutant("hardened_add_write_swapped", _HARDENED, "hardened: the first contribution adds and the later ones write",
            _table(_SWAP)),
-    Mutant("hardened_unbounded_advance", "hardened",
+    Mutant("hardened_unbounded_advance", _HARDENED,
            "hardened: a newer tsi moves the copy on however far ahead it is (advance, not advance_window)",
            _table(lambda t: set_op(t, "chunk", "advance_window", "advance"))),
     # OmniReduce
-    Mutant("omni_minnext_last_writer", "omnireduce", "the minnext register keeps the last packet's offset (write, not min)",
+    Mutant("omni_minnext_last_writer", _OMNIREDUCE, "the minnext register keeps the last packet's offset (write, not min)",
            _table(lambda t: set_op(t, "minnext", "min", "write"))),
-    Mutant("omni_header_only_adds", "omnireduce", "a header-only packet is added to the sum (values add when data=0)",
+    Mutant("omni_header_only_adds", _OMNIREDUCE, "a header-only packet is added to the sum (values add when data=0)",
            _table(header_only_adds)),
-    Mutant("omni_no_shadow_copy", "omnireduce", "workers run every round on copy 0 (no shadow copy)",
+    Mutant("omni_no_shadow_copy", _OMNIREDUCE, "workers run every round on copy 0 (no shadow copy)",
            lambda m: replace(m, copy_rule="zero")),
-    Mutant("omni_header_only_first_writes", "omnireduce",
+    Mutant("omni_header_only_first_writes", _OMNIREDUCE,
            "a header-only first packet stores what it carries (write, not clear)",
            _table(lambda t: set_op(t, "values", "clear", "write"))),
-    Mutant("omni_no_bitmap_check", "omnireduce", "the switch takes a packet even when the worker's bit is set",
+    Mutant("omni_no_bitmap_check", _OMNIREDUCE, "the switch takes a packet even when the worker's bit is set",
            _table(drop_seen)),
-    Mutant("omni_last_absorbed", "omnireduce", "the round's last packet is absorbed instead of multicast",
+    Mutant("omni_last_absorbed", _OMNIREDUCE, "the round's last packet is absorbed instead of multicast",
            _table(_ABSORB)),
-    Mutant("omni_retransmission_multicast", "omnireduce",
+    Mutant("omni_retransmission_multicast", _OMNIREDUCE,
            "the answer to a retransmission is multicast to every worker", _table(_MULTICAST_ANSWER)),
-    Mutant("omni_mid_write", "omnireduce", "a mid-round block writes instead of adds", _table(_MID_WRITE), 3),
+    Mutant("omni_mid_write", _OMNIREDUCE, "a mid-round block writes instead of adds", _table(_MID_WRITE), 3),
 ]
 
-VARIANTS = ("reference", "hardened", "omnireduce")
+def _variants() -> dict[str, protocols.Variant]:
+    return {v.label: v for name in protocols.protocol_names() for v in protocols.variants(name)}
 
 
-def base_model(variant: str, table: DecisionTable | None = None, slots: int = 512, codes: Codes = STANDARD_CODES,
-               stats: tuple[str, ...] = tuple(STATS)) -> Model:
-    """The model of a variant's table (``table``: a plan's decision of that variant, with the plan's
-    ``codes`` and ``stats``; default: the built-in table)."""
-    if variant == "omnireduce":
-        return OmniReduce(table if table is not None else decision.decision_table("hardened", "omnireduce"),
-                          slots=slots, codes=codes, stats=stats)
-    return SwitchML(table if table is not None else decision.decision_table(variant),
-                    fifo=(variant == "reference"), slots=slots, codes=codes, stats=stats)
+VARIANTS = tuple(_variants())
+"""The labels of the registry's variants (``reference``, ``hardened``, ``omnireduce``)."""
+
+
+def model_class(variant: protocols.Variant) -> type:
+    """The verifier's model a registry variant names (``module:Class``)."""
+    module, _, name = variant.model.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def base_model(variant: protocols.Variant | str, table: DecisionTable | None = None, slots: int = 512,
+               codes: Codes = STANDARD_CODES, stats: tuple[str, ...] = tuple(STATS)) -> Model:
+    """The model of a variant's table (``variant``: a registry variant or its label; ``table``: a plan's
+    decision of that variant, with the plan's ``codes`` and ``stats``; default: the variant's own table)."""
+    v = variant if isinstance(variant, protocols.Variant) else _variants()[variant]
+    cls = model_class(v)
+    kwargs: dict[str, Any] = {"slots": slots, "codes": codes, "stats": stats}
+    if "fifo" in {f.name for f in fields(cls)}:
+        kwargs["fifo"] = v.fifo
+    return cls(table if table is not None else v.table, **kwargs)
 
 
 def mutant_model(m: Mutant, table: DecisionTable | None = None, slots: int = 512, codes: Codes = STANDARD_CODES,
@@ -201,5 +217,6 @@ def mutant_model(m: Mutant, table: DecisionTable | None = None, slots: int = 512
     return m.apply(base_model(m.variant, table, slots, codes, stats))
 
 
-def of_variant(variant: str) -> list[Mutant]:
-    return [m for m in CATALOGUE if m.variant == variant]
+def of_variant(variant: protocols.Variant | str) -> list[Mutant]:
+    label = variant.label if isinstance(variant, protocols.Variant) else variant
+    return [m for m in CATALOGUE if m.variant == label]

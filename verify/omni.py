@@ -126,9 +126,21 @@ class OmniReduce(Model):
     stats: tuple[str, ...] = tuple(STATS)     # the plan's packet counter indices
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    name = "omnireduce"
     properties = PROPERTIES
     schema = SCHEMA
+
+    @property
+    def group(self) -> str:
+        """The name of its property lines: the protocol's."""
+        return self.table.protocol
+
+    def assumptions(self, fifo: bool, label: str) -> list[str]:
+        return [
+            "network: packets and results may be lost, duplicated and reordered (no FIFO)",
+            "workers label-check results; tsi grows strictly along a stream and does not wrap; one slot is "
+            "modelled (slots are independent)",
+            "what each worker sends in each round (a block or header-only, and its next offset) is arbitrary",
+        ]
 
     @property
     def reuse_gap(self) -> int:

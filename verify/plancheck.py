@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from p4gen import protocols
 from p4gen.decision import Codes, DecisionTable
 from p4gen.errors import PlanError
 
@@ -19,7 +20,7 @@ from .cardinality import WORD
 class Checked:
     """The fields of a plan the proofs use."""
     protocol: str
-    variant: str         # reference | hardened | omnireduce (the model the table runs in)
+    variant: protocols.Variant       # the registry's: its model, its assumptions
     max_workers: int
     slots: int
     value_width: int
@@ -31,19 +32,16 @@ class Checked:
 
 def check(plan) -> Checked:
     """The plan's protocol, variant, worker range, slots, value width, bitmap words, decision table and codes;
-    PlanError when its table fits none of the verifier's protocol models."""
+    PlanError when its table has other register steps than its variant's (the model's invariant speaks of
+    those registers)."""
     source = plan.source
     table = plan.decision
-    protocol, variant = plan.protocol, plan.variant
-    if (protocol == "omnireduce") != (table.step("minnext") is not None):
-        raise PlanError(f"{source}: a {protocol} plan needs a decision table "
-                        f"{'with' if protocol == 'omnireduce' else 'without'} a minnext step")
-    model = "omnireduce" if protocol == "omnireduce" else variant
-    if model != "omnireduce" and (table.step("chunk") is not None) != (variant == "hardened"):
-        raise PlanError(f"{source}: a {variant} plan needs a decision table "
-                        f"{'with' if variant == 'hardened' else 'without'} a chunk step")
+    variant = protocols.variant(plan.protocol, plan.variant)
+    if table.roles != variant.table.roles:
+        raise PlanError(f"{source}: a {variant.label} plan needs a decision table with the steps "
+                        f"{', '.join(variant.table.roles)}; this one has {', '.join(table.roles)}")
     p = plan.params
     if p.bitmap_word_bits != WORD:
         raise PlanError(f"{source}: bitmap_word_bits={p.bitmap_word_bits} must be {WORD} for the word split lemma")
-    return Checked(protocol, model, p.max_workers, p.slots, p.value_width, p.bitmap_words, table, plan.codes,
+    return Checked(plan.protocol, variant, p.max_workers, p.slots, p.value_width, p.bitmap_words, table, plan.codes,
                    plan.stats)

@@ -99,8 +99,20 @@ class SwitchML(Model):
     stats: tuple[str, ...] = tuple(STATS)     # the plan's packet counter indices
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    name = "switchml"
+    group = "protocol"             # the name of its property lines
     schema = SCHEMA
+
+    def assumptions(self, fifo: bool, label: str) -> list[str]:
+        return [
+            f"decision table: {label} variant ({self.table.assumption})",
+            "network: switch->worker results may be lost, duplicated and reordered; worker->switch packets may be "
+            "lost, duplicated and reordered" + (", except that each worker's link to the switch delivers in order "
+                                                "(FIFO)" if fifo else " (no FIFO assumption)"),
+            "workers label-check results; tsi does not wrap within a job; one slot is modelled (slots are "
+            "independent)",
+            "values are generic (distinct contributions give distinct sums); the exponent rows are in the protocol "
+            "model as 'which contributions the max covers', and fixedpoint/max_exponent proves the 8-bit max itself",
+        ]
 
     @property
     def hardened(self) -> bool:

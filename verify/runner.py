@@ -30,7 +30,6 @@ from p4gen.errors import PlanError
 from . import plancheck
 from .pool import Pool, Task, prover
 from .mutants import base_model, mutant_model, of_variant
-from .protocol import SwitchML
 from .report import COUNTEREXAMPLE, NOT_COVERED, NOT_PROVED, PROVED, MutantLine, PropertyLine, VerifyReport
 
 BMC_DEPTH = 12          # the counterexample search alongside the proofs, and for mutants
@@ -44,26 +43,6 @@ def default_jobs() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:   # pragma: no cover - not Linux
         return os.cpu_count() or 1
-
-
-def _assumptions(c: plancheck.Checked, fifo: bool) -> list[str]:
-    table = c.table
-    if c.variant == "omnireduce":
-        return [
-            "network: packets and results may be lost, duplicated and reordered (no FIFO)",
-            "workers label-check results; tsi grows strictly along a stream and does not wrap; one slot is "
-            "modelled (slots are independent)",
-            "what each worker sends in each round (a block or header-only, and its next offset) is arbitrary",
-        ]
-    return [
-        f"decision table: {c.variant} variant ({table.assumption})",
-        "network: switch->worker results may be lost, duplicated and reordered; worker->switch packets may be "
-        "lost, duplicated and reordered" + (", except that each worker's link to the switch delivers in order "
-                                            "(FIFO)" if fifo else " (no FIFO assumption)"),
-        "workers label-check results; tsi does not wrap within a job; one slot is modelled (slots are independent)",
-        "values are generic (distinct contributions give distinct sums); the exponent rows are in the protocol "
-        "model as 'which contributions the max covers', and fixedpoint/max_exponent proves the 8-bit max itself",
-    ]
 
 
 class _Run:
@@ -114,14 +93,15 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
     if jobs < 1:
         raise PlanError(f"--jobs {jobs} must be at least 1")
     model = base_model(c.variant, c.table, c.slots, c.codes, c.stats)
-    if isinstance(model, SwitchML):
-        model = replace(model, fifo=(c.variant == "reference") if fifo is None else fifo)
+    if fifo is not None and hasattr(model, "fifo"):
+        model = replace(model, fifo=fifo)
     fifo_used = getattr(model, "fifo", False)
-    group = "omnireduce" if c.variant == "omnireduce" else "protocol"
+    group = model.group
+    label = c.variant.label
     required = list(range(lo, hi + 1))
-    rep = VerifyReport(variant=c.variant, fifo=fifo_used, assumptions=_assumptions(c, fifo_used), required=required,
-                       jobs=jobs)
-    out(f"p4gen verify: {c.protocol} {c.table.variant or c.variant} variant, value_width={c.value_width}, "
+    rep = VerifyReport(variant=label, fifo=fifo_used, assumptions=model.assumptions(fifo_used, label),
+                       required=required, jobs=jobs)
+    out(f"p4gen verify: {c.protocol} {c.table.variant or label} variant, value_width={c.value_width}, "
         f"max_workers={c.max_workers}, slots={c.slots}, n={lo}..{hi} in one proof, {jobs} job(s)")
     for a in rep.assumptions:
         out(f"  assume: {a}")
@@ -161,10 +141,10 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
     for line in rep.lines:
         line.print(out)
     if mutants:
-        out(f"mutants of the {c.variant} table (each must be refuted by a concrete trace):")
+        out(f"mutants of the {label} table (each must be refuted by a concrete trace):")
         for m in muts:
             found, dt = results[f"mutant/{m.name}"]
-            ml = MutantLine(m.name, m.variant, m.description, m.n, dt, found.counterexample, found.searched)
+            ml = MutantLine(m.name, label, m.description, m.n, dt, found.counterexample, found.searched)
             rep.mutants.append(ml)
             ml.print(out)
     if workers and (lo, hi) != (2, c.max_workers):

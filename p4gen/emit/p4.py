@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-from .. import decision, ops
+from .. import decision, ops, protocols
 from ..plan import Plan
 from .templates import template_sources, templates_dir
 
@@ -123,7 +123,7 @@ def context(plan: Plan) -> dict[str, Any]:
         "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
         "w": p.value_width, "hexid": lambda v: f"0x{v:08x}",
         "names": plan.p4names,
-        "omni": plan.protocol == "omnireduce",
+        "omni": protocols.protocol(plan.protocol).sparse,
         "data_bytes": data.bytes,
     }
 

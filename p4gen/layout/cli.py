@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from .. import protocols
 from ..errors import P4genError, SpecError
 from .workload_args import add_workload_args, check_workload_given, value_widths, workload_from_args
 
@@ -23,8 +24,12 @@ def register(subparsers) -> argparse.ArgumentParser:
     tgt.add_argument("--target", default="tofino", help="built-in target profile (default tofino)")
     tgt.add_argument("--target-file", help="a target profile of your own (TOML)")
     p.add_argument("--workers", type=int, help="workers of the job (required unless --jobs)")
-    p.add_argument("--protocol", default="switchml", help="switchml (default) or omnireduce")
-    p.add_argument("--variant", default="hardened", help="hardened (default) or reference")
+    names = protocols.protocol_names()
+    p.add_argument("--protocol", default=protocols.DEFAULT.name,
+                   help=f"{' or '.join(names)} (default {protocols.DEFAULT.name})")
+    p.add_argument("--variant", default=None,
+                   help=f"the protocol's variant: {' or '.join(protocols.variant_names())} "
+                        f"(default: the one that assumes nothing of the network)")
     add_workload_args(p, required=False, needed=" (required unless --jobs)")
     p.add_argument("--jobs", metavar="FILE", help="several jobs on one switch (TOML); see docs/layout.md")
     p.add_argument("--out", help="layout file to write (default p4gen-out/<target>-layout.json; with --jobs a directory)")
@@ -89,7 +94,8 @@ def build_layout(args: argparse.Namespace):
         if fixed:
             raise SpecError(f"--layout best chooses the spec; drop --{fixed[0].replace('_', '-')}")
         profile = load_target_file(args.target_file) if args.target_file else load_target(args.target or "tofino")
-        args.protocol, args.variant = args.protocol or "switchml", args.variant or "hardened"
+        args.protocol = args.protocol or protocols.DEFAULT.name
+        args.variant = args.variant or protocols.without_fifo(args.protocol).name
         res = run_search(args, profile, args.workers, certify=False)
         return res.best.spec, profile, res.best.shape
     fixed = [n for n in searched + ("protocol", "variant", "workers") if getattr(args, n, None) is not None]

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import protocols
 from ..errors import SpecError
 from ..planner import pass_header, wire_headers
 from ..target import TargetProfile
@@ -161,7 +162,7 @@ def predict(profile: TargetProfile, wl: Workload, geo: Geometry) -> Prediction:
     consume, harvest = _passes(geo, hdr, rh)
 
     # per round: bits on the busiest link direction, and a round's count of rounds
-    if geo.protocol == "omnireduce":
+    if protocols.protocol(geo.protocol).sparse:
         union = 1 - (1 - wl.density) ** n
         rounds = math.ceil(union * chunks - 1e-9) + min(geo.slots, chunks)
         own = wl.density * chunks

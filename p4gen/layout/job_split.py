@@ -29,10 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .. import decision
+from .. import protocols
 from ..errors import InfeasibleError
 from ..spec import make_spec
-from ..stages import step_dependencies
 from ..target import TargetProfile
 from . import search as S
 from .cost import Geometry, Prediction, Workload, ports_per_pipe, predict, workload_problem
@@ -176,7 +175,8 @@ def _spread(models, slots: list[int], total: int, headroom: float = 2.0) -> list
     left = total - sum(slots)
     out = list(slots)
     order = sorted(range(len(models)), key=lambda j: -models[j].at(out[j]).time_s)
-    for cap in (lambda m: m.sat, lambda m: m.sat if m.spec.protocol == "omnireduce" else int(headroom * m.sat)):
+    sparse = lambda m: protocols.protocol(m.spec.protocol).sparse  # noqa: E731
+    for cap in (lambda m: m.sat, lambda m: m.sat if sparse(m) else int(headroom * m.sat)):
         for j in order:
             extra = max(0, min(left, cap(models[j]) - out[j]))
             out[j] += extra
@@ -279,23 +279,25 @@ def equal_split(profile: TargetProfile, jobs: list[Job], split: Split) -> Split:
 
 
 def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespan",
-              variant: str = "hardened", widths: list[int] | None = None) -> tuple[Split, int]:
+              variant: str | None = None, widths: list[int] | None = None) -> tuple[Split, int]:
     """The best common layout and split for ``jobs``; also the number of layouts evaluated."""
     if objective not in SPLIT_OBJECTIVES:
         raise InfeasibleError(f"objective={objective!r} must be makespan or sum for several jobs")
-    if variant not in ("hardened", "reference"):
-        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, hardened or reference")
+    protocol = (protocols.sparse_protocol() if any(j.workload.density < 1 for j in jobs) else protocols.DEFAULT).name
+    variant = variant or protocols.without_fifo(protocol).name
+    if variant not in protocols.search_variant_names(protocol):
+        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, "
+                              f"{' or '.join(protocols.search_variant_names(protocol))}")
     if len(jobs) < 2:
         raise InfeasibleError(f"a jobs file needs at least 2 jobs; it has {len(jobs)} (plan one job with --workers)")
     for j in jobs:
         why = workload_problem(profile, j.workload)
         if why:
             raise InfeasibleError(f"job {j.name}: {why}")
-    protocol = "omnireduce" if any(j.workload.density < 1 for j in jobs) else "switchml"
     mw = max(32, max(j.workload.workers for j in jobs))
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
                      jobs=len(jobs), value_width=max(widths or [32]))
-    ctx = S.SearchContext(profile, jobs[0].workload, base, step_dependencies(decision.decision_table(variant, protocol)))
+    ctx = S.SearchContext(profile, jobs[0].workload, base, protocols.decision_table(variant, protocol))
     layouts = []
     for e, p, mode, pipes, w in S.shapes(profile, protocol, widths or [32]):
         spec = replace(base, elements_per_packet=e, value_width=w)

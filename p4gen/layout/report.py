@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import protocols
 from .search import Candidate, SearchResult
 
 
@@ -42,7 +43,7 @@ def render_text(res: SearchResult) -> str:
     lines = [
         f"plan: {b.protocol} ({b.variant}) on {prof.name}: {wl.workers} workers, {wl.link_gbps:g} Gb/s links, "
         f"RTT {wl.rtt_us:g} us, {wl.elements} elements ({_size(wl.elements)})"
-        + (f", block density {wl.density:g}" if b.protocol == "omnireduce" else "") + f"; objective {res.objective}",
+        + (f", block density {wl.density:g}" if protocols.protocol(b.protocol).sparse else "") + f"; objective {res.objective}",
         f"search: exhaustive over {res.shapes} shapes (elements x passes x PHV mode x pipes x value width), "
         f"{res.shapes_fitting} of which fit, and slots 1..{res.slot_range} per shape by bisection "
         f"(fitting never gets easier with more slots; the time-optimal window is the smallest that reaches "

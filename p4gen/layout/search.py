@@ -8,7 +8,7 @@ window that reaches the other bounds (``window_saturates_at``) the predicted tim
 with every slot added, and above it a dense job's time stays flat while a sparse job's
 grows (one more discovery round per stream), so the time-optimal window is
 ``min(largest that fits, window_saturates_at)``.  For each shape and slot count the inner
-level (:mod:`.inner`) finds the placement with the fewest stages exactly.  The result is
+level (:mod:`p4gen.placement`) finds the placement with the fewest stages exactly.  The result is
 the optimum on the cost model over the whole space; its size is reported.
 """
 
@@ -18,25 +18,24 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import decision
+from .. import placement, protocols
+from ..decision import DecisionTable
 from ..errors import InfeasibleError
-from ..planner import MAX_HEADER_SLOTS, fit, layout_registers, phv_bits, wire_headers
-from ..spec import Spec, make_spec
-from ..stages import step_dependencies
-from ..target import TargetProfile
-from . import inner
-from .cost import Geometry, Prediction, Workload, predict, workload_problem
 from ..pass_shape import PassShape
+from ..planner import MAX_HEADER_SLOTS, fit, phv_bits, register_geometry, wire_headers
+from ..registers import register_arrays
+from ..spec import Spec, make_spec
+from ..target import TargetProfile
+from .cost import Geometry, Prediction, Workload, predict, workload_problem
 
 OBJECTIVES = ("time", "slots", "stages")
-SWITCHML_SLOTS = 8192      # p4app-switchML configuration.p4: num_slots = register_size / 2 = 16384 / 2
 
 
 @dataclass
 class Candidate:
     spec: Spec                 # protocol, variant, workers, slots, elements, value width
     shape: PassShape           # passes, mode, pipes, placement
-    placement: inner.Placement | None
+    placement: placement.Placement | None
     prediction: Prediction
     label: str = ""
 
@@ -87,14 +86,18 @@ class SearchContext:
     profile: TargetProfile
     workload: Workload
     base: Spec
-    deps: dict[str, set[str]]
+    table: DecisionTable
     headroom: float = 1.0      # the window over the smallest that reaches the other bounds (dense jobs)
+
+    @property
+    def deps(self) -> dict[str, set[str]]:
+        return placement.step_dependencies(self.table)
 
 
 def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
     hdr = sum(b for name, f in wire_headers(protocol) if name != "ethernet" for _, b in f) // 8
     top = (profile.mtu_bytes - hdr) * 8 // width
-    if protocol == "omnireduce" and profile.packet_headroom_bytes is not None:
+    if protocols.protocol(protocol).sparse and profile.packet_headroom_bytes is not None:
         top = min(top, profile.packet_headroom_bytes * 8 // width)     # a result grows by the block
     return top
 
@@ -108,7 +111,7 @@ def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tup
         for e in range(lanes, _mtu_elements(profile, protocol, w) + 1, lanes):
             if e % 2:
                 continue
-            for p in range(1, (profile.max_passes if protocol != "omnireduce" else 1) + 1):
+            for p in range(1, (1 if protocols.protocol(protocol).sparse else profile.max_passes) + 1):
                 if e % p or (e // p) % lanes:
                     continue
                 modes = ["resident"] + (["stream"] if p > 1 and profile.is_tna else [])
@@ -124,19 +127,18 @@ def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tup
 
 def _regs(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> list[dict[str, Any]]:
     e = spec.elements_per_packet
-    regs, _, _ = layout_registers(spec, ctx.base.variant, slots, e // shape.passes, ctx.profile.lanes_per_register,
-                                  (shape.passes - 1).bit_length(), shape.pipes)
-    return regs
+    return register_arrays(ctx.table, register_geometry(spec, ctx.profile, slots, e // shape.passes,
+                                                        (shape.passes - 1).bit_length(), shape.pipes))
 
 
-def _fits(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> inner.Placement | None:
+def _fits(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> placement.Placement | None:
     if slots > MAX_HEADER_SLOTS:
         return None
     regs = _regs(ctx, spec, shape, slots)
     limit = ctx.profile.max_register_entries
     if limit is not None and any(r["entries"] > limit for r in regs):
         return None
-    return inner.place(ctx.profile, regs, ctx.deps)
+    return placement.place(ctx.profile, regs, ctx.deps)
 
 
 def largest_slots(ctx: SearchContext, spec: Spec, shape: PassShape) -> int:
@@ -155,26 +157,11 @@ def _geometry(spec: Spec, shape: PassShape, slots: int) -> Geometry:
                     slots)
 
 
-def _prefer_planner_rule(ctx: SearchContext, spec: Spec, shape: PassShape, found: inner.Placement) -> inner.Placement:
-    """The planner's own stage rule when it fits with as few stages (the program then equals a default build)."""
-    try:
-        lay = fit(spec, ctx.profile, replace(shape, placement=None))
-    except InfeasibleError:
-        return found
-    if not ctx.profile.has_stage_limits:
-        return found
-    used = max(r["stage"] for r in lay.registers) + 1
-    if used > found.stages_used:
-        return found
-    return inner.Placement({r["name"]: r["stage"] for r in lay.registers}, used, found.sram_blocks)
-
-
 def candidate(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int, label: str = "") -> Candidate | None:
     spec = replace(spec, slots=slots)
     found = _fits(ctx, spec, shape, slots)
     if found is None:
         return None
-    found = _prefer_planner_rule(ctx, spec, shape, found)
     shape = replace(shape, placement=found.as_tuple())
     return Candidate(spec, shape, found, predict(ctx.profile, ctx.workload, _geometry(spec, shape, slots)), label)
 
@@ -196,7 +183,7 @@ def _window_for(ctx: SearchContext, spec: Spec, shape: PassShape, smax: int, tar
             else:
                 lo = mid + 1
         w = lo
-    if spec.protocol != "omnireduce":       # a sparse job's time grows with the window past saturation
+    if not protocols.protocol(spec.protocol).sparse:    # a sparse job's time grows with the window past saturation
         w = min(smax, math.ceil(ctx.headroom * w - 1e-9))
     return w
 
@@ -209,7 +196,8 @@ def _order(objective: str):
     return lambda c: (c.stages_used or 0, c.prediction.time_s, c.sram_blocks or 0)
 
 
-def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switchml", variant: str = "hardened",
+def search(profile: TargetProfile, workload: Workload, *, protocol: str = protocols.DEFAULT.name,
+           variant: str | None = None,
            widths: list[int] | None = None, objective: str = "time", slack: float = 0.05,
            max_workers: int | None = None, top: int = 4, certify: bool = True,
            fill_rtt: bool = False, headroom: float = 2.0) -> SearchResult:
@@ -219,15 +207,18 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
     why = workload_problem(profile, workload)
     if why:
         raise InfeasibleError(why)
-    if variant not in ("hardened", "reference"):
-        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, hardened or reference")
+    protocols.protocol(protocol)
+    variant = variant or protocols.without_fifo(protocol).name
+    names = protocols.search_variant_names(protocol)
+    if variant not in names:
+        raise InfeasibleError(f"variant={variant!r}: a layout search takes one variant, {' or '.join(names)}")
     widths = widths or [32]
     mw = max_workers or max(32, workload.workers)
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
                      value_width=max(widths))
     if not 1 <= headroom <= 100:
         raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
-    ctx = SearchContext(profile, workload, base, step_dependencies(decision.decision_table(variant, protocol)), headroom)
+    ctx = SearchContext(profile, workload, base, protocols.decision_table(variant, protocol), headroom)
     all_shapes = shapes(profile, protocol, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
@@ -268,7 +259,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = "switc
     result = SearchResult(profile, workload, objective, best, runners, references(ctx, all_fitted), len(all_shapes),
                           len(all_fitted), MAX_HEADER_SLOTS)
     if certify and profile.has_stage_limits:
-        result.certified = inner.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots), ctx.deps,
+        result.certified = placement.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots), ctx.deps,
                                          best.stages_used)
     return result
 
@@ -313,7 +304,7 @@ def _nothing_fits(profile: TargetProfile, protocol: str, variant: str, workers: 
 
 
 def references(ctx: SearchContext, fitted: list[tuple[Spec, PassShape, int]]) -> list[Candidate]:
-    """Today's planner rule at its best window, and SwitchML's published layouts (TNA targets)."""
+    """Today's planner rule at its best window, and the protocol's published layouts (TNA targets)."""
     out: list[Candidate] = []
     prof, base = ctx.profile, ctx.base
     try:
@@ -330,13 +321,14 @@ def references(ctx: SearchContext, fitted: list[tuple[Spec, PassShape, int]]) ->
                            f"p4gen default ({lay.elements} per packet, {lay.passes} pass)")
             if c:
                 out.append(c)
-    if prof.is_tna and base.protocol == "switchml":
-        for e, passes, pipes, label in ((64, 1, 1, "SwitchML 64/pass"), (256, 4, 4, "SwitchML 256 in 4 passes")):
+    proto = protocols.protocol(base.protocol)
+    if prof.is_tna:
+        for e, passes, pipes, label in proto.published_layouts:
             if pipes > prof.pipes:
                 continue
-            geo = Geometry("switchml", e, passes, "stream", pipes, 32, 1, harvest_lanes=32, label=label)
-            sat = predict(prof, ctx.workload, replace(geo, slots=SWITCHML_SLOTS)).window_saturates_at
-            geo = replace(geo, slots=min(SWITCHML_SLOTS, sat))
+            geo = Geometry(proto.name, e, passes, "stream", pipes, 32, 1, harvest_lanes=32, label=label)
+            sat = predict(prof, ctx.workload, replace(geo, slots=proto.published_slots)).window_saturates_at
+            geo = replace(geo, slots=min(proto.published_slots, sat))
             spec = replace(base, elements_per_packet=e, value_width=32, slots=geo.slots)
             out.append(Candidate(spec, PassShape(passes, "stream", pipes), None, predict(prof, ctx.workload, geo), label))
     return out

@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import protocols
 from ..errors import P4genError
 from ..host.fastworker import FastWorker
 from ..host.omni_worker import OmniWorker
@@ -46,7 +47,7 @@ from ..host.worker import RttEstimator
 from ..plan import Plan
 from ..wire import FrameLayout, ip as ip_int
 
-PROTOCOLS = ("switchml", "omnireduce")
+PROTOCOLS = protocols.protocol_names()
 _TSI_LIMIT = 1 << 32
 
 
@@ -132,6 +133,7 @@ class Session:
                                  f"{self.plan.protocol}")
         if not (0 < timeout <= max_timeout and stall_timeout > max_timeout):
             raise TorchHookError("timeouts must satisfy 0 < timeout <= max_timeout < stall_timeout")
+        self.sparse = protocols.protocol(self.protocol).sparse
         self.member = m = member
         self.layout = FrameLayout(self.plan)
         self.timeout, self.max_timeout, self.stall_timeout = timeout, max_timeout, stall_timeout
@@ -221,7 +223,7 @@ class Session:
         kw = dict(job=m.job, window=m.window, n_workers=m.world_size, src=self._src, dst=self._dst,
                   tsi_base=self._tsi_base, timeout=self.timeout, backoff=2.0, max_timeout=self.max_timeout,
                   flag=flag, rtt=self.rtt)
-        if self.protocol == "omnireduce":
+        if self.sparse:
             w = OmniWorker(self.layout, x, mode="float", copies=self._copies, **kw)
         else:
             w = FastWorker(self.layout, x, mode="float", **kw)
@@ -282,7 +284,7 @@ class Session:
                     f"{int(w.complete.sum())}/{w.chunks} chunks done); the switch or a peer worker is gone")
         total = w.result().reshape(-1)
         self._tsi_base = w.next_tsi_base
-        if self.protocol == "omnireduce":
+        if self.sparse:
             self._copies = w.next_copies
         st = self.stats
         st.arrays += 1

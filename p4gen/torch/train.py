@@ -34,7 +34,9 @@ from datetime import timedelta
 
 import numpy as np
 
-PROTOCOLS = ("switchml", "omnireduce", "gloo")
+from p4gen import protocols
+
+PROTOCOLS = protocols.protocol_names() + ("gloo",)
 MODELS = ("mlp", "embbag")
 VOCAB = 64 * 16
 DIM = 64

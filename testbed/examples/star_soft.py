@@ -11,7 +11,7 @@ from p4gen.testbed import Network, SoftSwitch, StarTopo, build_plan, run_switchm
 
 
 def main() -> int:
-    plan = build_plan("switchml", workers=3)                 # a bmv2-target build, cached
+    plan = build_plan(workers=3)                             # a bmv2-target build of SwitchML, cached
     with Network(StarTopo(3, bw=100), switch=SoftSwitch, plan_dir=plan) as net:
         net.program(net.job_spec())                          # every host is a worker of job 0
         dropped = net.mn.pingAll()

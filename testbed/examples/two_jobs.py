@@ -10,7 +10,7 @@ from p4gen.testbed import Network, SoftSwitch, StarTopo, build_plan, run_switchm
 
 
 def main() -> int:
-    plan = build_plan("switchml", workers=4)
+    plan = build_plan(workers=4)                             # SwitchML
     with Network(StarTopo(4, bw=50), switch=SoftSwitch, plan_dir=plan) as net:
         a = net.job_spec(["h1", "h2"], job=0, mgid=1, slot_base=0, slot_count=32)
         b = net.job_spec(["h3", "h4"], job=1, mgid=2, slot_base=32, slot_count=32)

@@ -17,7 +17,7 @@ def main() -> int:
     if why:
         print(f"two_level_bmv2: {why}", file=sys.stderr)
         return 1
-    plan = build_plan("switchml", workers=4, compile_p4=True)   # adds program.json (p4c-bm2-ss)
+    plan = build_plan(workers=4, compile_p4=True)               # SwitchML; adds program.json (p4c-bm2-ss)
     with Network(TwoLevelTopo(2, 2, bw=100), switch=BMv2Switch, plan_dir=plan) as net:
         net.program(net.job_spec())                             # over P4Runtime, by p4gen.controller
         dropped = net.mn.pingAll()
