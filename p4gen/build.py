@@ -177,11 +177,13 @@ def _cache_put(key: str, files: dict[str, bytes]) -> None:
 TOFINO_DEFINE = {"tna": "-D__TARGET_TOFINO__=1", "t2na": "-D__TARGET_TOFINO__=2"}
 
 
-def find_compiler(arch: str) -> tuple[str, list[str]] | None:
+def find_compiler(arch: str, *, backend: bool = True) -> tuple[str, list[str]] | None:
     """(name, argv prefix) of the compiler available for ``arch``, or None.
 
-    TNA / T2NA programs go to ``p4test`` with ``-D__TARGET_TOFINO__=1`` (``=2``
-    for T2NA) and, when ``P4GEN_TNA_INCLUDE`` is set, ``-I`` that directory.
+    TNA / T2NA programs go to the Tofino compiler (``bf-p4c`` or p4c's ``p4c-barefoot``: see
+    :mod:`p4gen.tofino_compiler`) when it is on PATH and ``backend`` is true; otherwise to
+    ``p4test``, p4c's front end, with ``-D__TARGET_TOFINO__=1`` (``=2`` for T2NA) and, when
+    ``P4GEN_TNA_INCLUDE`` is set, ``-I`` that directory.
     """
     import shutil
 
@@ -193,6 +195,12 @@ def find_compiler(arch: str) -> tuple[str, list[str]] | None:
         if exe:
             return "p4test", [exe, "--std", "p4-16"]
         return None
+    if backend:
+        from . import tofino_compiler
+
+        found = tofino_compiler.find()
+        if found is not None:
+            return found[0], [found[1]]
     exe = shutil.which("p4test")
     if exe:
         inc = os.environ.get("P4GEN_TNA_INCLUDE")
@@ -211,12 +219,19 @@ def compiler_version(argv: list[str]) -> str:
     return (res.stdout + res.stderr).strip()
 
 
-def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
-    found = find_compiler(arch)
+def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[str, bytes]:
+    """The files a compile of ``program`` adds to a build: its log and the compiler's outputs.
+    A refusal raises :class:`p4gen.tofino_compiler.CompileFailed`, which carries the log."""
+    from .tofino_compiler import NAMES as TOFINO_COMPILERS, CompileFailed, compile_tna, first_error
+
+    found = find_compiler(arch, backend=backend)
     if found is None:
-        need = "p4c-bm2-ss or p4test" if arch == "v1model" else "p4test (with P4GEN_TNA_INCLUDE pointing at tna.p4)"
+        need = ("p4c-bm2-ss or p4test" if arch == "v1model" else
+                "the Tofino compiler (bf-p4c or p4c-barefoot) or p4test (with P4GEN_TNA_INCLUDE pointing at tna.p4)")
         raise CompileError(f"--compile needs {need} on PATH; none was found")
     name, argv = found
+    if name in TOFINO_COMPILERS:
+        return compile_tna(arch, program, PROGRAM)
     import subprocess
     import tempfile
 
@@ -235,8 +250,7 @@ def compile_program(arch: str, program: bytes) -> dict[str, bytes]:
             raise CompileError(f"{name} did not run: {exc}") from None
         log = (res.stdout + res.stderr).replace(str(src), PROGRAM).encode()
         if res.returncode != 0:
-            first = next((ln for ln in log.decode().splitlines() if "error" in ln.lower()), "see compile.log")
-            raise CompileError(f"{name} rejected {PROGRAM}: {first.strip()}")
+            raise CompileFailed(f"{name} rejected {PROGRAM}: {first_error(log.decode())}", {"compile.log": log})
         files = {"compile.log": log}
         for fname, path in outputs.items():
             if path.exists():
@@ -265,7 +279,14 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
         plan = make_plan(spec, profile, shape)
         files = render_all(plan)
         if compile_p4:
-            files.update(compile_program(profile.arch, files[PROGRAM]))
+            from .tofino_compiler import CompileFailed
+
+            try:
+                files.update(compile_program(profile.arch, files[PROGRAM]))
+            except CompileFailed as exc:
+                exc.files, exc.key = {**files, **exc.files}, key
+                raise
+            files.update(_with_allocation(plan, files, f"{extra['compiler']} ({extra['compiler_version']})"))
         if use_cache:
             _cache_put(key, files)
     else:
@@ -275,14 +296,35 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
     return key, files, plan, hit
 
 
+def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str) -> dict[str, bytes]:
+    """report.txt and report.json with the Tofino compiler's allocation beside the prediction,
+    when the compile left its resource logs; otherwise nothing."""
+    from . import tofino_compiler as tc
+    from .emit.report import render_report_text, report_dict
+
+    if tc.RESOURCES not in files:
+        return {}
+    alloc = tc.parse(files[tc.RESOURCES], files[tc.METRICS], compiler=compiler.splitlines()[0])
+    report = report_dict(plan)
+    text = render_report_text(plan) + "\n".join(tc.comparison_lines(report, alloc)) + "\n"
+    doc = {**report, "allocated": alloc.to_dict()}
+    return {"report.txt": text.encode(), "report.json": (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()}
+
+
 def _with_marker(key: str, files: dict[str, bytes]) -> dict[str, bytes]:
     return {**files, MARKER: marker(key, __version__, files)}
 
 
 def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
           force: bool = False, compile_p4: bool = False, shape: PassShape | None = None) -> BuildResult:
+    from .tofino_compiler import CompileFailed
+
     check_output(out_dir, force)                 # refuse before planning
-    key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape)
+    try:
+        key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape)
+    except CompileFailed as exc:                 # keep the program and the whole log for the user to read
+        write_outputs([(out_dir, _with_marker(exc.key, exc.files))], force)
+        raise CompileError(f"{exc}; the whole log is {Path(out_dir) / 'compile.log'}") from None
     write_outputs([(out_dir, _with_marker(key, files))], force)
     return BuildResult(out_dir=Path(out_dir), key=key, cache_hit=hit, plan=plan,
                        files={n: _sha(d) for n, d in files.items()}, report_json=files["report.json"])

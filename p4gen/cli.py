@@ -235,7 +235,7 @@ def make_parser(command: str | None = None) -> argparse.ArgumentParser:
     b.add_argument(_BUILD_OUT[0], type=_BUILD_OUT[1], help=_BUILD_OUT[2])
     b.add_argument("--no-cache", action="store_true", help="ignore and do not fill the build cache")
     b.add_argument(_BUILD_FORCE[0], action="store_true", help=_BUILD_FORCE[1])
-    b.add_argument("--compile", action="store_true", help="also compile with p4c-bm2-ss / p4test from PATH")
+    b.add_argument("--compile", action="store_true", help="also compile, with the compiler found on PATH: for tofino/tofino2 the Tofino compiler (bf-p4c or p4c-barefoot; report.txt then puts its allocation beside the prediction), else p4test; for bmv2 p4c-bm2-ss")
     b.add_argument("--verify", action="store_true", help="run `p4gen verify` on the result")
     b.add_argument("--layout", metavar="best|FILE",
                    help="build the layout `p4gen plan` chose: a layout file, or best (searched now for the workload "

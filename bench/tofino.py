@@ -1,0 +1,200 @@
+"""The planner's resource model held to the Tofino compiler: a sweep of configurations, each
+planned by p4gen and compiled by the Tofino compiler (``bf-p4c`` or p4c's ``p4c-barefoot``).
+
+Run: .venv/bin/python bench/tofino.py [--jobs N] [--only SUBSTRING] [--json FILE]
+
+For every configuration it records what p4gen says (fits, with its predicted stages, stateful
+ALUs, SRAM blocks and PHV bits, or the one-line "does not fit") and what the compiler says
+(compiled, with what it allocated, or its first error).  A configuration p4gen refuses is still
+compiled: its program is made with the target's limits lifted (the same architecture and
+compiler target), so that a false "does not fit" shows as a program the compiler accepts.
+
+It prints one line per configuration and then the counts the model is held to:
+
+* agreement: p4gen accepts exactly what the compiler compiles (false fits, false refusals);
+* predicted stages equal to allocated stages; SRAM blocks and PHV bits within 10%.
+
+Each compile is a process of its own (``p4gen build --compile`` as a user runs it, with a build
+cache of this run's own); ``--jobs`` runs several at once.  Every figure is from this run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from p4gen import tofino_compiler  # noqa: E402
+from p4gen.target import load_target  # noqa: E402
+
+# name, target, build arguments (beyond --target); "plan:" entries build the layout `p4gen plan` picks
+# for the workload given.  Elements per packet over one pass's give passes; --layout picks may fold
+# passes over pipes.
+CONFIGS: list[tuple[str, str, list[str]]] = []
+
+
+def _add(target: str, name: str, *args: str) -> None:
+    CONFIGS.append((f"{target}/{name}", target, list(args)))
+
+
+for _t in ("tofino", "tofino2"):
+    for _slots in ("64", "512", "4096", "max"):
+        _add(_t, f"switchml-hardened-slots{_slots}", "--protocol", "switchml", "--variant", "hardened", "--slots", _slots)
+    _add(_t, "switchml-hardened-slots-max+1", "--protocol", "switchml", "--variant", "hardened", "--slots", "max+1")
+    _add(_t, "switchml-reference-slots512", "--protocol", "switchml", "--variant", "reference", "--slots", "512")
+    _add(_t, "switchml-reference-slots-max", "--protocol", "switchml", "--variant", "reference", "--slots", "max")
+    for _el in ("32", "128", "256"):
+        _add(_t, f"switchml-hardened-elements{_el}", "--protocol", "switchml", "--slots", "512", "--elements", _el)
+    _add(_t, "switchml-hardened-16bit", "--protocol", "switchml", "--slots", "512", "--value-width", "16")
+    _add(_t, "switchml-hardened-workers256", "--protocol", "switchml", "--slots", "512", "--workers", "256")
+    _add(_t, "switchml-hardened-jobs4", "--protocol", "switchml", "--slots", "512", "--jobs", "4")
+    _add(_t, "omnireduce-slots512", "--protocol", "omnireduce", "--slots", "512")
+    _add(_t, "omnireduce-slots-max", "--protocol", "omnireduce", "--slots", "max")
+    _add(_t, "omnireduce-elements128", "--protocol", "omnireduce", "--slots", "512", "--elements", "128")
+    _add(_t, "omnireduce-workers256", "--protocol", "omnireduce", "--slots", "512", "--workers", "256")
+    _add(_t, "plan:switchml-8w-100G", "--protocol", "switchml", "--layout", "best", "--workers", "8",
+         "--link-gbps", "100", "--rtt-us", "10", "--size", "256MiB")
+    _add(_t, "plan:omnireduce-8w-100G", "--protocol", "omnireduce", "--layout", "best", "--workers", "8",
+         "--link-gbps", "100", "--rtt-us", "10", "--size", "256MiB", "--density", "0.25")
+
+
+def _p4gen(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    res = subprocess.run([sys.executable, "-m", "p4gen.cli", *args], capture_output=True, text=True, env=env)
+    return res.returncode, res.stdout, res.stderr.strip()
+
+
+def _largest(target: str, args: list[str], env: dict[str, str], tmp: Path) -> int:
+    """The largest slots p4gen accepts for this configuration (its report says)."""
+    base = [a for a in args if a not in ("max", "max+1")]
+    rc, _out, err = _p4gen(["build", "--target", target, *[a for a in base if a != "--slots"], "--slots", "64",
+                            "--out", str(tmp / "largest"), "--force"], env)
+    if rc != 0:
+        raise SystemExit(f"bench/tofino.py: the 64-slot build of {target} {base} failed: {err}")
+    return json.loads((tmp / "largest" / "report.json").read_text())["largest_slots"]
+
+
+def _lifted(target: str, tmp: Path) -> Path:
+    """A copy of the target's profile with its resource limits lifted: a program p4gen refuses on
+    the real limits is still made, for the compiler to judge."""
+    prof = load_target(target).to_dict()
+    prof.update(name=f"{target}-lifted", description=f"{target} with its resource limits lifted",
+                stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
+    path = tmp / f"{target}-lifted.toml"
+    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()))
+    return path
+
+
+def run_one(name: str, target: str, args: list[str], env: dict[str, str], tmp: Path) -> dict:
+    work = tmp / name.replace("/", "_").replace(":", "_")
+    work.mkdir(parents=True)
+    if "max" in args or "max+1" in args:
+        i = args.index("--slots") + 1
+        top = _largest(target, args, env, work)
+        args = args[:i] + [str(top + (1 if args[i] == "max+1" else 0))] + args[i + 1:]
+    row: dict = {"name": name, "target": target, "args": args}
+    t0 = time.perf_counter()
+    rc, _out, err = _p4gen(["build", "--target", target, *args, "--out", str(work / "plan")], env)
+    if rc == 0:
+        row["p4gen"] = "fits"
+        row["predicted"] = json.loads((work / "plan" / "report.json").read_text())["totals"]
+        build_args = ["build", "--target", target, *args]
+    else:
+        row["p4gen"] = "does not fit"
+        row["p4gen_error"] = err
+        build_args = ["build", "--target-file", str(_lifted(target, tmp)), *args]
+    rc, _out, err = _p4gen([*build_args, "--compile", "--out", str(work / "compiled")], env)
+    row["compile_s"] = round(time.perf_counter() - t0, 1)
+    if rc == 0:
+        row["compiler"] = "compiled"
+        row["allocated"] = json.loads((work / "compiled" / "report.json").read_text())["allocated"]
+    elif (work / "compiled" / "compile.log").exists():
+        row["compiler"] = "refused"
+        row["compiler_error"] = err
+    else:
+        row["compiler"] = "not run"
+        row["compiler_error"] = err
+    return row
+
+
+def _within(pred: int, alloc: int, pct: float = 10.0) -> bool:
+    return abs(pred - alloc) <= pct / 100.0 * max(alloc, 1)
+
+
+def summarise(rows: list[dict]) -> list[str]:
+    lines = []
+    ran = [r for r in rows if r["compiler"] != "not run"]
+    false_fit = [r for r in ran if r["p4gen"] == "fits" and r["compiler"] == "refused"]
+    false_refusal = [r for r in ran if r["p4gen"] == "does not fit" and r["compiler"] == "compiled"]
+    both = [r for r in ran if r["p4gen"] == "fits" and r["compiler"] == "compiled"]
+    stage_eq = [r for r in both if r["predicted"]["stages_used"] == r["allocated"]["stages_used"]]
+    sram_ok = [r for r in both if _within(r["predicted"]["sram_blocks_used"], r["allocated"]["sram_blocks"])]
+    phv_ok = [r for r in both if _within(r["predicted"]["phv_bits_used"], r["allocated"]["phv_bits"])]
+    lines.append(f"configurations {len(rows)}, compiled or refused by the compiler {len(ran)}, not run {len(rows) - len(ran)}")
+    lines.append(f"agreement      {len(ran) - len(false_fit) - len(false_refusal)}/{len(ran)}: "
+                 f"false fits {len(false_fit)}, false refusals {len(false_refusal)}")
+    if both:
+        lines.append(f"stages equal   {len(stage_eq)}/{len(both)} of those both accept; SRAM within 10% "
+                     f"{len(sram_ok)}/{len(both)}; PHV bits within 10% {len(phv_ok)}/{len(both)}")
+    return lines
+
+
+def _line(r: dict) -> str:
+    p4g = r["p4gen"]
+    if r["p4gen"] == "fits":
+        p = r["predicted"]
+        p4g = f"fits: stages {p['stages_used']} SALUs {p['alus_used']} SRAM {p['sram_blocks_used']} PHV {p['phv_bits_used']}"
+    if r["compiler"] == "compiled":
+        a = r["allocated"]
+        comp = (f"compiled: stages {a['stages_used']} SALUs {a['stateful_alus']} SRAM {a['sram_blocks']} "
+                f"TCAM {a['tcam_blocks']} PHV {a['phv_bits']} hash {a['hash_bits']}")
+    else:
+        comp = f"{r['compiler']}: {r.get('compiler_error', '')}"
+    return f"{r['name']:<46} {r['compile_s']:>7.1f}s  p4gen {p4g}  |  {comp}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=1, help="compiles at once (default 1)")
+    ap.add_argument("--only", default="", help="run only configurations whose name contains this")
+    ap.add_argument("--json", type=Path, help="write every row as JSON to this new file")
+    args = ap.parse_args()
+    found = tofino_compiler.find()
+    if found is None:
+        print("bench/tofino.py: no Tofino compiler (bf-p4c or p4c-barefoot) on PATH", file=sys.stderr)
+        return 2
+    if args.json is not None and args.json.exists():
+        print(f"bench/tofino.py: {args.json} exists; name a new file", file=sys.stderr)
+        return 2
+    configs = [c for c in CONFIGS if args.only in c[0]]
+    print(f"compiler: {found[1]} ({tofino_compiler.version(found[1])})")
+    print(f"{len(configs)} configurations, {args.jobs} compile(s) at once; load average "
+          + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="p4gen-bench-tofino-") as tmpname:
+        tmp = Path(tmpname)
+        env = dict(os.environ, P4GEN_CACHE_DIR=str(tmp / "cache"))
+        rows: list[dict] = []
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = [pool.submit(run_one, n, t, a, env, tmp) for n, t, a in configs]
+            for fut in futures:
+                row = fut.result()
+                rows.append(row)
+                print(_line(row), flush=True)
+    for line in summarise(rows):
+        print(line)
+    if args.json is not None:
+        with open(args.json, "x") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

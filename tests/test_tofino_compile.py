@@ -1,0 +1,69 @@
+"""`p4gen build --compile` for Tofino: the compiler it runs, what a refusal leaves, and the report's
+predicted / allocated table.
+
+The command line, the kept log and the one-line error are checked with a stand-in compiler (a shell
+script on PATH).  The allocation is read from the logs of the real Tofino compiler, when one
+(``bf-p4c`` or p4c's ``p4c-barefoot``) is on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from p4gen import tofino_compiler as tc
+from p4gen.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _stand_in(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "bin" / "p4c-barefoot"
+    exe.parent.mkdir(exist_ok=True)
+    exe.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'p4c-barefoot'; echo 'Version 9.9'; exit 0; fi\n"
+                   f"echo \"$@\" > {tmp_path / 'argv'}\n" + body)
+    exe.chmod(0o755)
+    return exe
+
+
+def test_a_refusal_is_one_line_and_the_whole_log_stays_in_the_build(tmp_path, monkeypatch, capsys):
+    _stand_in(tmp_path, "echo 'p4c-barefoot: warning: nothing'\n"
+                        "echo 'program.p4(87): error: RegisterAction chunk_advance_window: too many comparisons' >&2\n"
+                        "echo 'program.p4(99): error: the second error' >&2\nexit 1\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    out = tmp_path / "o"
+    assert main(["build", "--target", "tofino2", "--slots", "64", "--compile", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err == ("p4gen: error: p4c-barefoot rejected program.p4: program.p4(87): error: RegisterAction "
+                   f"chunk_advance_window: too many comparisons; the whole log is {out / 'compile.log'}\n")
+    log = (out / "compile.log").read_text()
+    assert "the second error" in log and "exit status 1" in log
+    assert (out / "program.p4").is_file() and (out / "plan.json").is_file()
+    argv = (tmp_path / "argv").read_text().split()
+    assert argv[:5] == ["--target", "tofino2", "--arch", "t2na", "-g"] and argv[-1] == "program.p4"
+    # a refused compile is not cached: the next build runs the compiler again
+    (tmp_path / "argv").unlink()
+    assert main(["build", "--target", "tofino2", "--slots", "64", "--compile", "--out", str(out)]) == 1
+    assert (tmp_path / "argv").exists()
+
+
+def test_a_compile_without_resource_logs_is_refused(tmp_path, monkeypatch, capsys):
+    _stand_in(tmp_path, "exit 0\n")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    assert main(["build", "--target", "tofino", "--slots", "64", "--compile", "--out", str(tmp_path / "o")]) == 1
+    assert "wrote no logs/resources.json" in capsys.readouterr().err
+
+
+def test_first_error_takes_the_message_after_a_bare_location():
+    assert tc.first_error("warning: x\nprogram.p4(3): error:\n  Too much data for parse matcher\nmore\n") == \
+        "program.p4(3): error: Too much data for parse matcher"
+    assert tc.first_error("") == "no output"
+
+
+needs_tofino = pytest.mark.skipif(tc.find() is None, reason="no Tofino compiler (bf-p4c or p4c-barefoot) on PATH")
