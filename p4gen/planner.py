@@ -1,21 +1,28 @@
 """Fit a Spec to a target and lay it out: Spec + TargetProfile -> Plan.
 
-:func:`make_plan` runs :func:`fit` (variant, element count, passes, PHV,
-registers and their stages, SRAM) and then derives the P4 program's
-structure (tables, actions, counters and their P4Runtime IDs); the first
-failure stops the build with one line that names the requested value, the
-limit, the target and the largest value that fits.
+:func:`make_plan` runs :func:`fit` and then derives the rest of the Plan from the fit:
 
-Stage model (targets with MAU stages).  Stage 0 looks the worker up (job,
-slot range, bitmap word); each later group depends on the one before it:
+1. :func:`fit` takes the variants the spec allows (``variant=auto``: the protocol's variants in the
+   order :mod:`p4gen.protocols` declares them) and, for each until one fits, the element count (the
+   spec's, or the largest power of two whose packet fits one pass), then lays the variant out once:
+   :func:`_shape` (frame size, headroom, passes, PHV; independent of the slots) and
+   :func:`_registers` (the register arrays of the table's steps, :mod:`p4gen.registers`, their stages,
+   :func:`p4gen.placement.assign`, SRAM and entry limits, at the spec's slots).
+2. :func:`_program`: the P4 program's tables, actions, counters and their P4Runtime IDs, with the
+   decision table expanded into ``dt_*`` const entries.
+3. The resource table, the other variant of the protocol laid out at the same shape for comparison
+   (``alternative``) and the most slots the chosen shape holds (``limits``).
 
-    hardened:   workers | chunk | bitmap words | counter + exponent | values ...
-    reference:  workers | bitmap words | counter | exponent + values ...
+The first failure stops the build with one line that names the requested value, the limit, the
+target and the largest value that fits.
 
-Each stateful ALU hosts one register array and runs one RegisterAction per
-pass; a value array holds ``lanes_per_register`` values per entry.  Packets
-whose elements do not fit one pass are recirculated: pass p uses the same
-value arrays at index ``(slot_copy << pass_bits) | p``.
+Stages (targets with MAU stages) are not written here: stage 0 looks the worker up, and each step
+of the decision table goes to the earliest stage after the steps whose observations it reads.  On
+tofino, for instance, that gives ``chunk | bitmap | counter + exponent | values ...`` for
+SwitchML's hardened variant and ``bitmap | counter | exponent + values ...`` for its reference
+variant.  Each stateful ALU hosts one register array and runs one RegisterAction per pass; a value
+array holds ``lanes_per_register`` values per entry.  Packets whose elements do not fit one pass are
+recirculated: pass p uses the same value arrays at index ``(slot_copy << pass_bits) | p``.
 """
 
 from __future__ import annotations
@@ -285,22 +292,29 @@ def _largest_slots(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShap
     return lo
 
 
-def _largest_elements(profile: TargetProfile, spec: Spec, variant: str, slots: int, one_pass: bool = False,
-                      power_of_two: bool = False) -> int:
+def _largest_elements(profile: TargetProfile, spec: Spec, variant: str, slots: int) -> int:
+    """The largest even element count that fits at ``slots`` (for the message of a failed fit)."""
     from .spec import MAX_ELEMENTS
 
     for e in range(MAX_ELEMENTS, 1, -2):
-        if power_of_two and e & (e - 1):
-            continue
-        lay = _build_layout(profile, spec, variant, e, slots)
-        if lay.failure is None and (not one_pass or lay.passes == 1):
+        if _build_layout(profile, spec, variant, e, slots).failure is None:
             return e
     return 0
 
 
-def _default_elements(profile: TargetProfile, spec: Spec, variant: str) -> int:
-    """The largest power of two that fits one pass (at a single slot)."""
-    return _largest_elements(profile, spec, variant, 1, one_pass=True, power_of_two=True)
+def _default_shape(profile: TargetProfile, spec: Spec, variant: str) -> Fit | None:
+    """The slot-independent fit of the default element count: the largest power of two whose packet
+    fits one pass (None when none does).  Only shapes are tried; the registers are laid out once, for
+    the element count chosen."""
+    from .spec import MAX_ELEMENTS
+
+    e = 1 << (MAX_ELEMENTS.bit_length() - 1)
+    while e >= 2:
+        lay = _shape(profile, spec, variant, e, 1)
+        if lay.failure is None and lay.passes == 1:
+            return lay
+        e //= 2
+    return None
 
 
 def _infeasible(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape | None = None) -> InfeasibleError:
@@ -336,16 +350,17 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> F
         variants = [protocols.variant(spec.protocol, spec.variant).name]
     first_failure: Fit | None = None
     for variant in variants:
-        elements = spec.elements_per_packet
-        if elements is None:
-            elements = _default_elements(profile, spec, variant)
-            if elements == 0:
+        if spec.elements_per_packet is None:
+            base = _default_shape(profile, spec, variant)
+            if base is None:
                 lay = _build_layout(profile, spec, variant, profile.lanes_per_register, spec.slots)
                 if lay.failure is None:
                     lay.failure = ("elements", f"no element count fits one pass of {profile.name} ({variant} variant)")
                 first_failure = first_failure or lay
                 continue
-        lay = _build_layout(profile, spec, variant, elements, spec.slots, shape)
+            lay = _registers(profile, spec, base, spec.slots)
+        else:
+            lay = _build_layout(profile, spec, variant, spec.elements_per_packet, spec.slots, shape)
         if lay.failure is None:
             return lay
         first_failure = first_failure or lay

@@ -325,3 +325,25 @@ def test_build_compile_caches_the_compiler_output(tmp_path):
     assert (tmp_path / "a" / "compile.log").read_text() == ""
     res = buildmod.build(make_spec(slots=64), load_target("bmv2"), tmp_path / "b", compile_p4=True)
     assert res.cache_hit and _files(tmp_path / "a") == _files(tmp_path / "b")
+
+
+@pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
+def test_a_build_lays_its_registers_out_once(target, monkeypatch):
+    # the default element count is found by trying shapes only; the registers are laid out once for the
+    # chosen count, once more for the other variant plan.json compares with, and then only by the
+    # bisection for the most slots the chosen shape holds (``limits``)
+    from p4gen import planner
+
+    calls = []
+    real = planner._registers
+
+    def registers(profile, spec, lay, slots, shape=None):
+        calls.append((lay.variant, lay.elements, slots))
+        return real(profile, spec, lay, slots, shape)
+
+    monkeypatch.setattr(planner, "_registers", registers)
+    spec = make_spec(slots=512)
+    plan = make_plan(spec, load_target(target))
+    chosen = (plan.variant, plan.params.elements_per_packet, 512)
+    assert calls[:2] == [chosen, (plan.alternative.variant, plan.params.elements_per_packet, 512)]
+    assert {c[:2] for c in calls[2:]} == {chosen[:2]}          # the bisection of the chosen shape

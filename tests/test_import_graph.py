@@ -153,3 +153,20 @@ def test_no_module_imports_a_private_name_of_another():
                 borrowed += [f"{mod}: {a.name} from {node.module or '.'}" for a in node.names
                              if a.name.startswith("_") and not a.name.startswith("__")]
     assert borrowed == []
+
+
+def test_no_module_reaches_into_a_private_name_of_another():
+    # ``from m import _x`` above; here ``m._x``, on a module or class of the package a module imported
+    reached = []
+    for mod, path in modules().items():
+        tree = ast.parse(path.read_text())
+        ours = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("p4gen")):
+                ours.update(a.asname or a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                ours.update(a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("p4gen"))
+        reached += [f"{mod}:{n.lineno}: {n.value.id}.{n.attr}" for n in ast.walk(tree)
+                    if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in ours
+                    and n.attr.startswith("_") and not n.attr.startswith("__")]
+    assert reached == []
