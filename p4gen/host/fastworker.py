@@ -58,6 +58,7 @@ class FastWorker(Worker):
                                                    "agg.exponent", "ethernet.ether_type")}
         w = self.value_width
         self._signed = np.dtype(">i4" if w == 32 else ">i2")
+        self._native = self._signed.newbyteorder("=")
         self._lim = codec.limit(self.n, w)
         self._scales: dict[int, float] = {}
         self._msg_result = L.params.msg_result
@@ -220,7 +221,7 @@ class FastWorker(Worker):
             self._emax[t] = r.exponent - codec.EXPONENT_BIAS
         if 0 <= d < self.chunks:
             # codec.dequantize's q_sum / scale, straight into the output row
-            np.divide(np.frombuffer(r.frame, self._signed, self.k, L.values_offset),
+            np.divide(np.frombuffer(r.frame, self._signed, self.k, L.values_offset).astype(self._native),
                       self._scale(int(self._emax[d])), out=self._out[d])
             self.complete[d] = True
 
