@@ -168,3 +168,117 @@ def test_hypothesis_streams_reach_the_vectorised_path(monkeypatch):
               for c in range(14) for a in addrs[:3]]
     _run_matrix(m, frames[:40], [])
     assert seen == [1]
+
+
+# -- rounds of several lengths: OmniReduce's header-only and data contributions ----------------------
+
+def _run_groups(model, frames, cuts) -> dict[int, list[bytes]]:
+    """``frames`` (any lengths) through process_groups in rounds cut at ``cuts``, each round's frames grouped
+    by length with their positions, as the data plane hands a round over."""
+    got: dict[int, list[bytes]] = {}
+    start = 0
+    for cut in sorted(set(cuts)) + [len(frames)]:
+        part = frames[start:max(start, cut)]
+        start = max(start, cut)
+        if not part:
+            continue
+        by: dict[int, list] = {}
+        for k, (f, p) in enumerate(part):
+            by.setdefault(len(f), []).append((f, p, k))
+        groups = [(np.frombuffer(b"".join(f for f, _p, _k in g), np.uint8).reshape(len(g), -1).copy(),
+                   np.array([p for _f, p, _k in g], dtype=np.int64), np.array([k for _f, _p, k in g], dtype=np.int64))
+                  for g in by.values()]
+        for port, M in model.process_groups(groups, len(part)):
+            assert M.ndim == 2 and M.dtype == np.uint8
+            got.setdefault(port, []).extend(r.tobytes() for r in M)
+    return got
+
+
+# a round: how it strays from the job's sequence (0: an earlier round's tsi again, 1: a slot out of range),
+# exponent, seed, workers missing, junk
+OMNI_ROUND = st.tuples(st.integers(0, 9), st.integers(0, 255), st.integers(0, 2 ** 32 - 1), st.integers(0, 255),
+                       st.integers(0, 12))
+
+
+@settings(max_examples=80)
+@given(rounds=st.lists(OMNI_ROUND, max_size=30), n=st.integers(2, 8), cuts=st.lists(st.integers(0, 240), max_size=3),
+       clean=st.booleans())
+def test_omnireduce_rounds_of_two_lengths_equal_one_by_one(rounds, n, cuts, clean):
+    """OmniReduce rounds (each worker's contribution to one slot copy and tsi, header-only or with data,
+    some workers missing, in shuffled order), with duplicates and stale rounds, frames of unknown ports,
+    plain L2 traffic, results sent to the switch, data-flagged frames cut short and frames shorter than
+    the fixed headers, cut into data-plane rounds of any size and grouped by length: each port's frames,
+    the counters and the registers are those of ``process``.  ``clean``: contributions only, so long
+    rounds take the vectorised path."""
+    plan = PLANS["omnireduce"]
+    L = W.Layout(plan)
+    addrs = _addrs(n)
+    one, grp = SwitchModel(plan), SwitchModel(plan)
+    for m in (one, grp):
+        m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
+    frames = []
+    for k, (stray, exp, seed, missing, junk) in enumerate(rounds):
+        # round k of the job: slot k % 3, copy (k // 3) % 2, tsi k + 1, as workers number them
+        slot, cp, tsi = k % 3 + (3 if stray == 1 else 0), (k // 3) % 2, max(1, k + 1 - (6 if stray == 0 else 0))
+        rng = np.random.default_rng(seed)
+        for w in rng.permutation(n).tolist():
+            if missing >> w & 1 and missing & 1:
+                continue
+            a = addrs[w]
+            data = rng.random() < 0.5
+            f = P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=tsi,
+                                     pool_index=(cp << 15) | slot, exponent=exp, next=tsi + 1 + int(rng.integers(3)),
+                                     values=rng.integers(0, 2 ** L.value_width, L.elements) if data else None)
+            port, j = a.port, 0 if clean else junk - int(rng.integers(2)) * 7
+            if j == 1:
+                port += 100                        # unknown ingress port
+            elif j == 2:
+                b = bytearray(f)
+                b[L.headers["udp"].offset + 2:L.headers["udp"].offset + 4] = (4000).to_bytes(2, "big")
+                f = bytes(b)                       # another UDP port: plain L2 traffic
+            elif j == 3:
+                b = bytearray(f)
+                b[L.headers["agg"].offset] |= 0x10
+                f = bytes(b)                       # msg_type 1 (a result) sent to the switch: malformed
+            elif j == 4 and data:
+                f = f[:L.fixed_len]                # flagged as carrying data, cut short: malformed
+            elif j == 5:
+                f = f[:L.fixed_len - 3]            # shorter than the fixed headers
+            frames.append((f, port))
+    expected = _per_port(one.process(f, p) for f, p in frames)
+    assert _run_groups(grp, frames, cuts) == expected
+    _same_state(grp, one)
+
+
+def test_an_omnireduce_round_takes_the_vectorised_path(monkeypatch):
+    """A data-plane round of 8 OmniReduce workers, header-only and data contributions mixed, rounds
+    completing (multicast) and retransmissions to complete slots (unicast): the vectorised path runs and
+    no frame becomes a bytes object; identical to process."""
+    plan = make_plan(make_spec(protocol="omnireduce", slots=64, elements_per_packet=16, max_workers=8),
+                     load_target("bmv2"))
+    L = W.Layout(plan)
+    addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(8)]
+    one, grp = SwitchModel(plan), SwitchModel(plan)
+    for m in (one, grp):
+        m.load_config(job_config(plan, 1, addrs))
+    rng = np.random.default_rng(5)
+    frames = []
+    for s in range(40):
+        for a in addrs:
+            data = rng.random() < 0.3
+            frames.append((P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=1 + s,
+                                                pool_index=s, exponent=127, next=0xFFFFFFFF,
+                                                values=rng.integers(0, 2 ** 20, L.elements) if data else None),
+                           a.port))
+        if s % 10 == 9:
+            frames.append(frames[-3])             # a retransmission to a complete slot: unicast back
+    assert len({len(f) for f, _p in frames}) == 2
+    calls = []
+    monkeypatch.setattr(SwitchModel, "process_batch", lambda self, p: calls.append(len(p)) or [])
+    monkeypatch.setattr(SwitchModel, "process", lambda self, f, p: calls.append(1) or [])
+    got = _run_groups(grp, frames, [200])
+    assert calls == []
+    monkeypatch.undo()
+    assert got == _per_port(one.process(f, p) for f, p in frames)
+    assert grp.stats["multicast"] == 40 and grp.stats["unicast"] == 4
+    _same_state(grp, one)

@@ -296,8 +296,11 @@ class BatchExecutor:
         rec = A8.reshape(-1).view(self._rec(Lg))
         data = self._col(rec, "agg.flags") & 1 if self._omni else None
         sig = self._sig
-        if sig is not None and Lg >= L.frame_len and ((A8[:, sig[0]] & sig[1]) == sig[2]).all():
-            rows = np.arange(len(idx))        # every frame an aggregation contribution of full length
+        if (sig is not None and (Lg >= L.frame_len or (data is not None and not data.any()))
+                and ((A8[:, sig[0]] & sig[1]) == sig[2]).all()):
+            # every frame an aggregation contribution of full length (OmniReduce: or header-only, none
+            # of them flagged as carrying data): none of the checks of _parse_checks can fail
+            rows = np.arange(len(idx))
         else:
             rows = self._parse_checks(rec, Lg, idx, frames, ports, data, results)
             if rows is None:
@@ -427,6 +430,63 @@ class BatchExecutor:
         if not len(emit):
             return []
         return self._emit_ports(Lg, A8, emit, a[3], gidx, A_a, E_a, MG, carried, has_carry, ports)
+
+    def process_groups(self, groups, B: int) -> list[tuple[int, np.ndarray]]:
+        """Process a round of frames of several lengths as :meth:`process_batch` would in arrival order:
+        ``groups`` holds, per length, the byte matrix of its frames, their ingress ports and their
+        positions among the ``B`` frames of the round.  Returns each egress port's frames as byte
+        matrices, in the order :meth:`process_batch`'s outputs give them.
+
+        An OmniReduce job's contributions come in two lengths, header-only and with the data header.
+        When every frame of the round is such a contribution (the header signature of one, and no
+        header-only frame flagged as carrying data), the round runs the vectorised path over every
+        group at once and writes each egress port's results as one matrix (:meth:`_emit_pieces`), as
+        :meth:`process_matrix` does for frames of one length; any other round goes through
+        :meth:`process_batch` and is regrouped."""
+        L = self.layout
+        sig = self._sig
+        fast = (self.fast and self._omni and B >= VEC_MIN_BATCH and self._values_batchable and self._vec
+                and self._vw is not False and sig is not None)
+        mats = []
+        for A8, _p, _i in groups:
+            Lg = A8.shape[1]
+            if fast and not (L.fixed_len <= Lg <= L.frame_len and ((A8[:, sig[0]] & sig[1]) == sig[2]).all()):
+                fast = False
+            if fast and Lg < L.frame_len:
+                A8 = np.ascontiguousarray(A8)
+                fast = not (self._col(A8.reshape(-1).view(self._rec(Lg)), "agg.flags") & 1).any()
+            mats.append(A8)
+        if not fast:
+            at = np.concatenate([np.asarray(i) for _A, _p, i in groups])
+            frames = [(r.tobytes(), p) for A8, ports, _i in groups for r, p in zip(A8, np.asarray(ports).tolist())]
+            return self._regroup(self.process_batch([frames[k] for k in np.argsort(at).tolist()]))
+        ports_all = np.zeros(B, dtype=np.int64)
+        adm = []
+        for A8, (_A, ports, idx) in zip(mats, groups):
+            idx = np.asarray(idx, dtype=np.int64)
+            ports = np.asarray(ports, dtype=np.int64)
+            ports_all[idx] = ports
+            a = self._admit_group(np.ascontiguousarray(A8), idx, ports, False, None, None, None)
+            if a is not None:
+                adm.append(a)
+        if not adm:
+            return []
+        order, gidx, emit, A_a, E_a, N_a, MG, carried, has_carry, data_a = self._decide_vec(adm)
+        if not len(emit):
+            return []
+        if order is None:
+            grp = np.zeros(len(A_a), dtype=np.int64)
+            row = adm[0][3]
+        else:                                    # the decided packets are in arrival order: so are these
+            grp = np.concatenate([np.full(len(a[4]), j, dtype=np.int64) for j, a in enumerate(adm)])[order]
+            row = np.concatenate([a[3] for a in adm])[order]
+            gidx = gidx[order]
+        pieces = []
+        for j, a in enumerate(adm):
+            sel = emit[grp[emit] == j]
+            grow = (~data_a[sel]) & has_carry[sel]          # a header-only packet's result carries the block
+            pieces += [(a[0], a[1], g, flag) for g, flag in ((sel[~grow], False), (sel[grow], True)) if len(g)]
+        return self._emit_pieces(pieces, row, gidx, A_a, E_a, N_a, MG, carried, has_carry, ports_all)
 
     @staticmethod
     def _regroup(results) -> list[tuple[int, np.ndarray]]:

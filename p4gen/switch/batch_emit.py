@@ -38,8 +38,39 @@ class BatchEmitter:
     def _emit_ports(self, Lg, arr, sel, row, gidx, A, E, MG, carried, has_carry, ports):
         """Result frames of the admitted packets ``sel`` as one byte matrix per egress port, each in
         batch order (the order of the per-packet outputs of :meth:`_emit_vec`)."""
-        X, Lx, uni, mc, rep = self._result_frames(Lg, arr, sel, False, row, A, E, None, MG, carried, has_carry)
+        return self._emit_pieces([(Lg, arr, sel, False)], row, gidx, A, E, None, MG, carried, has_carry, ports)
+
+    def _emit_pieces(self, pieces, row, gidx, A, E, N, MG, carried, has_carry, ports):
+        """:meth:`_emit_ports` of several pieces (length group ``Lg`` with its byte matrix ``arr``, its
+        admitted packets ``sel``, whether their results grow by the data header), merged per egress
+        port in batch order."""
         parts: dict[int, list] = {}            # port -> [(batch indices, frames)]
+        for Lg, arr, sel, grow in pieces:
+            self._port_parts(parts, Lg, arr, sel, grow, row, gidx, A, E, N, MG, carried, has_carry, ports)
+        out = []
+        for port, ps in parts.items():
+            if len(ps) == 1:
+                out.append((port, ps[0][1]))
+                continue
+            at = np.concatenate([p[0] for p in ps])
+            o = np.argsort(at, kind="stable")          # a packet's own frames keep their order too
+            if len({p[1].shape[1] for p in ps}) == 1:
+                out.append((port, np.concatenate([p[1] for p in ps])[o]))
+                continue
+            # results of several lengths: runs of one length, in batch order
+            rows = [r for p in ps for r in p[1]]
+            k = 0
+            while k < len(o):
+                n = len(rows[o[k]])
+                j = k + 1
+                while j < len(o) and len(rows[o[j]]) == n:
+                    j += 1
+                out.append((port, np.stack([rows[i] for i in o[k:j].tolist()])))
+                k = j
+        return out
+
+    def _port_parts(self, parts, Lg, arr, sel, grow, row, gidx, A, E, N, MG, carried, has_carry, ports):
+        X, Lx, uni, mc, rep = self._result_frames(Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry)
         if len(mc):
             M, rports, counts, one_group = rep
             at = gidx[sel[mc]]
@@ -60,15 +91,6 @@ class BatchEmitter:
             for port in set(up.tolist()):
                 w = up == port
                 parts.setdefault(port, []).append((at[w], X[uni[w]]))
-        out = []
-        for port, ps in parts.items():
-            if len(ps) == 1:
-                out.append((port, ps[0][1]))
-                continue
-            at = np.concatenate([p[0] for p in ps])
-            o = np.argsort(at, kind="stable")          # a packet's own frames keep their order too
-            out.append((port, np.concatenate([p[1] for p in ps])[o]))
-        return out
 
     def _result_frames(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry):
         """The result frames of packets ``sel``: (their rewritten rows ``X``, their length, the unicast

@@ -201,37 +201,43 @@ class DataPlane:
         self.rounds += 1
         views = [v for _p, vs, _k in taken for v in vs]
         L0 = views[0].shape[1]
+        total = sum(k for _p, _v, k in taken)
         try:
             if all(v.shape[1] == L0 for v in views):
                 A8 = np.concatenate(views) if len(views) > 1 else np.array(views[0])
                 ports = np.repeat(np.array([p for p, _v, _k in taken], dtype=np.int64), [k for _p, _v, k in taken])
-                burst = None
+                groups = None
             else:
-                burst = [(r.tobytes(), p) for p, vs, _k in taken for v in vs for r in v]
+                groups = self._by_length(taken)
         finally:
             for _p, io in ios:
                 io.release()
         with self.lock:
-            if burst is None:
+            if groups is None:
                 outs = self.model.process_matrix(A8, ports)
             else:
-                outs = self._grouped(self.model.process_batch(burst))
+                outs = self.model.process_groups(groups, total)
         for eport, frames in outs:
             self._send(eport, frames)
-        return len(A8) if burst is None else len(burst)
+        return total
 
     @staticmethod
-    def _grouped(results) -> list[tuple[int, list]]:
-        """Per-frame outputs as (egress port, its frames in order)."""
-        out: dict[int, list] = {}
-        for outs in results:
-            for eport, frame in outs:
-                q = out.get(eport)
-                if q is None:
-                    out[eport] = [frame]
-                else:
-                    q.append(frame)
-        return list(out.items())
+    def _by_length(taken) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The frames of a round (port by port, each port's in arrival order) as one byte matrix per length,
+        with their ports and their positions in the round (``SwitchModel.process_groups``)."""
+        parts: dict[int, list] = {}
+        pos = 0
+        for port, vs, _k in taken:
+            for v in vs:
+                parts.setdefault(v.shape[1], []).append((v, port, pos))
+                pos += len(v)
+        out = []
+        for _L, ps in parts.items():
+            A8 = np.concatenate([v for v, _p, _o in ps]) if len(ps) > 1 else np.array(ps[0][0])
+            ports = np.concatenate([np.full(len(v), p, dtype=np.int64) for v, p, _o in ps])
+            at = np.concatenate([np.arange(o, o + len(v), dtype=np.int64) for v, _p, o in ps])
+            out.append((A8, ports, at))
+        return out
 
     def counters(self) -> dict[str, Any]:
         with self.lock:
