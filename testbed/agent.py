@@ -4,7 +4,8 @@
 
 The protocol is :class:`p4gen.host.worker.Worker`, as
 :class:`p4gen.host.batchworker.BatchWorker` (which takes a burst of results
-as one matrix), or :class:`p4gen.host.omni_worker.OmniWorker`; this module
+as one matrix), or :class:`p4gen.host.omni_worker.OmniWorker`, as
+:class:`p4gen.host.omni_batchworker.BatchOmniWorker` (likewise); this module
 only owns the socket and the clock.  Frames go out through a kernel UDP socket (so iptables loss
 and tc shaping in the host namespace apply to them): the worker's frame
 minus its Ethernet/IPv4/UDP headers is the datagram, sent to the switch's
@@ -26,7 +27,9 @@ last result.  The reduced tensor is written to ``config["out"]`` (.npy).  With
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import select
 import signal
 import socket
@@ -43,6 +46,7 @@ from p4gen.netio.heap import retain_freed_memory
 from p4gen.netio.mmsg import DatagramBatches
 from p4gen.plan import Plan
 from p4gen.host.batchworker import BatchWorker
+from p4gen.host.worker import RttEstimator
 
 from .errors import JobError
 from .tensors import make_tensor
@@ -56,12 +60,14 @@ def _emit(**event) -> None:
 def make_worker(cfg: dict, layout: FrameLayout, tensor: np.ndarray):
     src = endpoint(cfg["mac"], cfg["ip"], cfg["udp_port"])
     dst = endpoint(cfg["switch_mac"], cfg["switch_ip"], cfg["switch_port"])
+    # the timeouts follow the measured round trips (at least cfg["timeout"]): on a loaded machine a
+    # result that is only late must not be sent for again
     common = dict(job=cfg["job"], window=cfg["window"], n_workers=cfg["n"], src=src, dst=dst,
-                  timeout=cfg["timeout"], backoff=2.0, max_timeout=cfg["max_timeout"])
+                  timeout=cfg["timeout"], backoff=2.0, max_timeout=cfg["max_timeout"], rtt=RttEstimator())
     if protocols.protocol(cfg["protocol"]).sparse:
-        from p4gen.host.omni_worker import OmniWorker
+        from p4gen.host.omni_batchworker import BatchOmniWorker
 
-        return OmniWorker(layout, tensor, **common)
+        return BatchOmniWorker(layout, tensor, **common)
     mode = "float" if cfg["dtype"] == "float32" else "int"
     return BatchWorker(layout, tensor, mode=mode, **common)
 
@@ -98,20 +104,27 @@ def run(cfg: dict, wait_go=None) -> dict:
             _sent, failed = io.send([memoryview(f)[hoff:] for f in frames], dst)
             send_errors += failed         # a lost frame's timer will resend it
 
+    # what set-up built (modules, plan, tensor, worker) is kept out of the collector's walks
+    gc.collect()
+    gc.freeze()
     if wait_go is not None:
         wait_go()
     t0 = time.monotonic()
     c0 = time.process_time()
+    u0, s0 = os.times()[:2]
+    wakeups = 0
     now = t0
     send(w.start(now))
     last = now
     accepted = 0
-    rows = isinstance(w, BatchWorker) and w.batchable and not marks
+    rows = w.batchable and not marks
 
-    def send_rows(F) -> None:
+    def send_rows(out) -> None:
+        """Frames as matrix rows (OmniReduce: with each row's length)."""
         nonlocal send_errors
+        F, lens = out if isinstance(out, tuple) else (out, None)
         if len(F):
-            _sent, failed = io.send_rows(F[:, hoff:], dst)
+            _sent, failed = io.send_rows(F[:, hoff:], dst, None if lens is None else lens - hoff)
             send_errors += failed
 
     def receive_burst(now: float) -> int:
@@ -128,6 +141,7 @@ def run(cfg: dict, wait_go=None) -> dict:
             dl = w.next_deadline()
             wait = 0.05 if dl is None else min(0.05, max(0.0, dl - now))
             if backlog or poller.poll(wait * 1000.0):
+                wakeups += 1
                 if gather and not backlog:
                     time.sleep(gather)        # let the burst grow: fewer wake-ups, more results per wake-up
                 now = time.monotonic()
@@ -176,12 +190,14 @@ def run(cfg: dict, wait_go=None) -> dict:
                                f"{w.stats.retransmitted} retransmissions); a peer worker or the switch is gone")
         elapsed = time.monotonic() - t0
         cpu = time.process_time() - c0
+        u1, s1 = os.times()[:2]
     finally:
         sock.close()
     result = w.result()
     np.save(cfg["out"], result)
     st = w.stats
-    return {"event": "done", "rank": cfg["rank"], "time": elapsed, "cpu": cpu, "sent": st.sent,
+    return {"event": "done", "rank": cfg["rank"], "time": elapsed, "cpu": cpu, "cpu_user": u1 - u0,
+            "cpu_sys": s1 - s0, "wakeups": wakeups, "sent": st.sent,
             "retransmitted": st.retransmitted, "accepted": st.accepted, "ignored": st.ignored,
             "received": st.accepted + st.ignored + st.malformed, "send_errors": send_errors,
             "bytes_sent": getattr(w, "bytes_sent", st.sent * (layout.frame_len - hoff))}

@@ -190,6 +190,23 @@ def test_datagram_batches_arrive_exactly_with_the_prefix():
         assert B.recv() == [] and B.truncated == 0
 
 
+def test_datagram_batches_send_each_row_cut_to_its_length():
+    from p4gen.netio.mmsg import DatagramBatches
+
+    a, b = _udp_pair()
+    with a, b:
+        A, B = DatagramBatches(a, batch=4), DatagramBatches(b, batch=64)
+        rows = np.arange(10 * 300, dtype=np.uint32).astype(np.uint8).reshape(10, 300)
+        lens = np.array([300, 40, 40, 300, 1, 300, 40, 300, 300, 40])       # more rows than a batch
+        assert A.send_rows(rows, b.getsockname(), lens) == (10, 0)
+        got = []
+        for _ in range(200):
+            got += B.recv()
+            if len(got) == len(rows):
+                break
+        assert got == [r[:n].tobytes() for r, n in zip(rows, lens.tolist())]
+
+
 def test_datagram_batches_move_matrix_rows_and_fall_back_to_bytes_for_mixed_lengths():
     from p4gen.netio.mmsg import DatagramBatches
 

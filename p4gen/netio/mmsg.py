@@ -183,9 +183,9 @@ class DatagramBatches:
             sent, failed = sent + s_, failed + f_
         return sent, failed
 
-    def send_rows(self, rows: np.ndarray, dst: tuple[str, int]) -> tuple[int, int]:
-        """Send the rows of the uint8 matrix ``rows`` (one datagram each, all of its width) to ``dst`` in
-        order; (sent, failed) as :meth:`send`."""
+    def send_rows(self, rows: np.ndarray, dst: tuple[str, int], lens: np.ndarray | None = None) -> tuple[int, int]:
+        """Send the rows of the uint8 matrix ``rows`` (one datagram each: the whole row, or its first
+        ``lens[i]`` bytes) to ``dst`` in order; (sent, failed) as :meth:`send`."""
         m, L = rows.shape
         if not m:
             return 0, 0
@@ -196,7 +196,7 @@ class DatagramBatches:
         for k in range(0, m, self.batch):
             part = rows[k:k + self.batch]
             self._sbuf[:len(part), :L] = part
-            self._siov_len[:len(part)] = L
+            self._siov_len[:len(part)] = L if lens is None else lens[k:k + self.batch]
             s_, f_ = self._sendmmsg_rows(len(part))
             sent, failed = sent + s_, failed + f_
         return sent, failed
