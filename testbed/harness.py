@@ -31,8 +31,8 @@ from .net import Network
 from .topo import SWITCH_IP, SWITCH_MAC
 
 FAULTS = ("kill-worker", "restart-switch")
-GATHER_FRACTION = 0.25    # of the window's time on the link that a worker waits once a burst begins
-GATHER_MAX = 0.020         # seconds
+GATHER_FRACTION = 0.5     # of the window's time on the link that a worker waits once a burst begins
+GATHER_MAX = 0.040         # seconds
 WINDOW_MIN, WINDOW_MAX = 64, 256
 
 
@@ -129,15 +129,17 @@ class _Agents:
 
 
 def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1,
-            chunks: int = 0) -> tuple[int, float]:
+            chunks: int = 0, per: int = 16, most: int | None = None) -> tuple[int, float]:
     """(window, initial retransmission timeout) for a link of ``mbit`` and a tensor of ``chunks`` chunks,
-    unless asked: a sixteenth of the chunks, from 64 to 256 slots (the float protocol sends one window
+    unless asked: one slot per ``per`` chunks, from 64 to 256 slots of 1 KiB frames (of larger frames as
+    many bytes: 8 to 32 of 8 KiB), and at most ``most`` slots; SwitchML's float protocol sends one window
     more than the chunks, for the exponents, so that costs at most 6% more frames; a larger window lets
     the workers and the switch handle results in larger, rarer bursts, see :func:`_gather`), or fewer
     when the ``n`` workers' windows together would exceed what ``switch`` takes in flight
     (``max_in_flight``); the timeout covers a full window queued on the link three times over, so a
     window in flight is not retransmitted spuriously."""
-    w = window or min(WINDOW_MAX, max(WINDOW_MIN, chunks // 16))
+    k = max(1, frame_bytes // 1024)          # the limits hold for 1 KiB frames: in bytes for larger ones
+    w = window or min(WINDOW_MAX // k, max(WINDOW_MIN // k, chunks // per), most or WINDOW_MAX)
     cap = getattr(switch, "max_in_flight", None)
     if window is None and cap:
         w = max(1, min(w, cap // n))
@@ -145,18 +147,21 @@ def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: i
     return w, max(0.1, 3 * serial)
 
 
-def _chunks(protocol: str, size: int, layout: FrameLayout) -> int:
-    """The chunks a window is sized by: SwitchML's; OmniReduce keeps the smallest window (its workers
-    and the switch's OmniReduce path handle results one by one, and a window's streams of blocks are
-    its parallelism, not its batch)."""
-    return 0 if protocols.protocol(protocol).sparse else -(-size // layout.elements)
+def _sizing(protocol: str, size: int, layout: FrameLayout) -> dict:
+    """What a window is sized by (:func:`_window`'s ``chunks``, ``per`` and ``most``): one slot or
+    stream per 16 chunks or blocks; a sparse protocol (OmniReduce) at most 128 streams (every stream's
+    discovery round brings a full result frame to every worker; at 8 workers and 25 Mbit/s, 256
+    streams of bmv2's 567-byte frames ran into thousands of retransmissions where 128 ran into none or
+    a few)."""
+    blocks = -(-size // layout.elements)
+    return {"chunks": blocks, "per": 16, "most": WINDOW_MAX // 2 if protocols.protocol(protocol).sparse else None}
 
 
 def _gather(mbit: float, frame_bytes: int, window: int) -> float:
     """Seconds a worker waits after handling a burst of results before it looks for the next, so that it
     wakes less often and handles more per wake-up (the fixed cost of a wake-up, not the results, is most
-    of an emulator's CPU time): a quarter of the time its window takes on the link (the rest of the
-    window keeps the link busy meanwhile), at most 20 ms."""
+    of an emulator's CPU time): half the time its window takes on the link (the rest of the window
+    keeps the link busy meanwhile), at most 40 ms."""
     return min(GATHER_MAX, GATHER_FRACTION * window * frame_bytes * 8 / (mbit * 1e6))
 
 
@@ -169,7 +174,7 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = p
     w = spec.workers[rank]
     if window is None or rto is None:
         win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
-                           len(spec.workers), _chunks(protocol, size, layout))
+                           len(spec.workers), **_sizing(protocol, size, layout))
         window = min(win, spec.slot_count)
     gather = _gather(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
     return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
@@ -234,7 +239,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     layout = FrameLayout(plan)
     mbit = min(ln.mbit for ln in topo.links)
     win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
-                       _chunks(protocol, size, layout))
+                       **_sizing(protocol, size, layout))
     if spec is None:
         win = min(win, plan.params.slots)
         spec = net.job_spec(slot_count=win)

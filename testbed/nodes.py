@@ -231,10 +231,10 @@ class SoftSwitch(P4Switch):
     label = "soft"
     module = "p4gen.switch.dataplane"
     # a busy data plane begins a round no more often than the time 8 frames take on the slowest link
-    # (2.8 ms at 25 Mbit/s, 0.7 ms at 100 Mbit/s), at most 4 ms: each round then takes a burst from every
-    # port instead of a frame or two
+    # (2.8 ms at 25 Mbit/s for 1 KiB frames, 0.7 ms at 100 Mbit/s), at most 10 ms (8 KiB frames at 25
+    # Mbit/s: 21 ms): each round then takes a burst from every port instead of a frame or two
     round_frames = 8
-    round_max = 0.004
+    round_max = 0.010
 
     def __init__(self, name, **opts):
         super().__init__(name, **opts)

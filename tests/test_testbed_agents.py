@@ -61,3 +61,24 @@ def test_the_window_grows_with_the_tensor_to_a_sixteenth_of_its_chunks():
     assert w == 256 and rto == pytest.approx(3 * 256 * 1075 * 8 / 25e6)
     assert _window(25, 1075, None, SoftSwitch, 8, chunks=1 << 20)[0] == 256
     assert _window(100, 1075, None, BMv2Switch, 3, chunks=4096)[0] == 8    # still what BMv2 takes in flight
+
+
+def test_a_window_of_jumbo_frames_holds_as_many_bytes():
+    # 8 KiB frames (the soft target's 2048 values): 8 to 32 slots where 1 KiB frames get 64 to 256
+    assert _window(25, 8243, None, SoftSwitch, 8, chunks=64)[0] == 8
+    w, rto = _window(25, 8243, None, SoftSwitch, 8, chunks=512)         # 4 MiB: 32 slots
+    assert w == 32 and rto == pytest.approx(3 * 32 * 8243 * 8 / 25e6)
+    assert _window(25, 8243, None, SoftSwitch, 8, chunks=1 << 20)[0] == 32
+
+
+def test_omnireduce_keeps_at_most_128_streams():
+    from types import SimpleNamespace
+
+    from p4gen.testbed.harness import _sizing
+
+    layout = SimpleNamespace(elements=128)
+    assert _sizing("switchml", 1 << 20, layout) == {"chunks": 8192, "per": 16, "most": None}
+    q = _sizing("omnireduce", 1 << 20, layout)
+    assert q == {"chunks": 8192, "per": 16, "most": 128}
+    assert _window(25, 567, None, SoftSwitch, 8, **q)[0] == 128               # bmv2's 128-value blocks
+    assert _window(25, 8247, None, SoftSwitch, 8, **dict(q, chunks=512))[0] == 32   # soft's 2048: 32 of 8 KiB

@@ -231,9 +231,17 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
                    "checkout)"), err
 
 
-def test_emulators_gather_a_quarter_of_their_windows_time_on_the_link_at_most_20_ms():
+def test_emulators_gather_half_their_windows_time_on_the_link_at_most_40_ms():
     from p4gen.testbed.harness import _gather
 
-    assert _gather(25, 1075, 64) == pytest.approx(64 * 1075 * 8 / 25e6 / 4)    # 64 frames take 22 ms: 5.5 ms
-    assert _gather(25, 1075, 256) == 0.020                                   # 88 ms: at most 20
-    assert _gather(100, 1075, 8) == pytest.approx(8 * 1075 * 8 / 100e6 / 4)   # BMv2's window of 8: 0.17 ms
+    assert _gather(25, 1075, 64) == pytest.approx(64 * 1075 * 8 / 25e6 / 2)    # 64 frames take 22 ms: 11 ms
+    assert _gather(25, 1075, 256) == 0.040                                   # 88 ms: at most 40
+    assert _gather(25, 8243, 32) == 0.040                                    # 32 jumbo frames: 84 ms
+    assert _gather(100, 1075, 8) == pytest.approx(8 * 1075 * 8 / 100e6 / 2)   # BMv2's window of 8: 0.34 ms
+
+
+def test_the_software_switch_begins_a_round_after_8_frames_on_the_slowest_link_at_most_10_ms():
+    from p4gen.testbed.nodes import SoftSwitch
+
+    assert SoftSwitch.round_frames == 8 and SoftSwitch.round_max == 0.010
+
