@@ -95,7 +95,8 @@ def run(cfg: dict, wait_go=None) -> dict:
     send_errors = 0
 
     # every datagram of a burst in one recvmmsg, every reply of a burst in one sendmmsg
-    io = DatagramBatches(sock, batch=256, max_size=4096, prefix_room=max(64, len(prefix)))
+    io = DatagramBatches(sock, batch=256, max_size=max(4096, layout.frame_len - hoff),
+                         prefix_room=max(64, len(prefix)))
     backlog: list[bytes] = []           # received, not yet handed to the worker (a progress mark came first)
 
     def send(frames) -> None:

@@ -17,7 +17,9 @@ on), per element of the tensor:
 * Gloo ring all-reduce: ``2 (n - 1) / n`` times the tensor each way, in TCP
   segments of at most 1448 B (MTU 1500 less 20 B of IPv4, 20 B of TCP and
   12 B of timestamp options) carried in 1514 B frames, i.e. 4.182 B per
-  element sent.  The ACKs that share the links are not counted.
+  element sent; on links of another MTU (jumbo frames: 9000), segments of
+  MTU - 52 B in frames of MTU + 14 B.  The ACKs that share the links are
+  not counted.
 """
 
 from __future__ import annotations
@@ -53,12 +55,13 @@ def aggregation(layout, size: int, mbit: float, protocol: str = protocols.DEFAUL
     return Bound(frames * layout.frame_len * 8 / (mbit * 1e6), per_element, how)
 
 
-def gloo_ring(n: int, size: int, mbit: float, itemsize: int = 4) -> Bound:
-    """Gloo ring all-reduce of ``size`` elements by ``n`` hosts on links of ``mbit``."""
+def gloo_ring(n: int, size: int, mbit: float, itemsize: int = 4, mtu: int = MTU) -> Bound:
+    """Gloo ring all-reduce of ``size`` elements by ``n`` hosts on links of ``mbit`` and ``mtu``."""
+    segment, frame = mtu - (MTU - TCP_SEGMENT), mtu + ETHERNET_HEADER
     payload = 2 * (n - 1) / n * size * itemsize
-    frames = -(-int(payload) // TCP_SEGMENT)
-    per_element = frames * TCP_FRAME / size
+    frames = -(-int(payload) // segment)
+    per_element = frames * frame / size
     how = (f"gloo: 2(n-1)/n = {2 * (n - 1) / n:.3f} of the tensor ({payload / 1e6:.2f} MB) each way per host, in "
-           f"{frames} TCP segments of {TCP_SEGMENT} B in {TCP_FRAME} B frames ({per_element:.3f} B per element; "
+           f"{frames} TCP segments of {segment} B in {frame} B frames ({per_element:.3f} B per element; "
            f"ACKs not counted) at {mbit:g} Mbit/s")
-    return Bound(frames * TCP_FRAME * 8 / (mbit * 1e6), per_element, how)
+    return Bound(frames * frame * 8 / (mbit * 1e6), per_element, how)

@@ -381,7 +381,7 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     t = max(ev["time"] for ev in done.values())
     mbit = min(ln.mbit for ln in topo.links)
     bits = size * 4 * 8
-    bound = bounds.gloo_ring(n, size, mbit, np.dtype(dtype).itemsize)
+    bound = bounds.gloo_ring(n, size, mbit, np.dtype(dtype).itemsize, net.mtu)
     frames = sum(c1[h][0] - c0[h][0] for h in c1)
     bytes_tx = sum(c1[h][1] - c0[h][1] for h in c1)
     res = RunResult("gloo", n, size, dtype, 1.0, mbit, net.loss, topo.name, net.agg.label, t, bits / t / 1e6,

@@ -18,7 +18,9 @@ of the port's shaped Mininet link):
   BMv2), so the P4 process never sees ordinary frames;
 * what the P4 process sends on ``s1-p4N`` arrives on ``s1-stN`` and is
   redirected to the egress of ``s1-ethN``, through the link's shaping, so
-  both pipelines share the port's one link.
+  both pipelines share the port's one link;
+* the veths take the MTU of the plan's target, as the links do (the bridge
+  takes its ports').
 
 Which path each protocol took is counted, not assumed: :meth:`KernelL2.
 counters` gives the frames the front ports received, those steered to the
@@ -31,6 +33,12 @@ from .errors import TestbedError
 
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
+DEFAULT_MTU = 1500
+
+
+def link_mtu(plan) -> int:
+    """The MTU of the links of a network built for ``plan``: its target's (``mtu_bytes``)."""
+    return plan.target.mtu_bytes
 
 
 def port_masks(lo: int, hi: int) -> list[tuple[int, int]]:
@@ -74,6 +82,7 @@ class KernelL2:
         P4 process's interfaces."""
         self.front = dict(front)
         lo, hi = plan.params.udp_port_min, plan.params.udp_port_max
+        mtu = link_mtu(plan)
         br = self.bridge
         self._run(f"ip link add {br} type bridge stp_state 0 forward_delay 0")
         self._run(f"ip link set {br} up")
@@ -84,6 +93,8 @@ class KernelL2:
             for d in (pipe, steer):
                 # frames from a packet socket carry their own checksums; none may be left to offload
                 self._run(f"ethtool -K {d} tx off rx off")
+                if mtu != DEFAULT_MTU:
+                    self._run(f"ip link set {d} mtu {mtu}")
                 self._run(f"ip link set {d} up")
             self._run(f"tc qdisc add dev {dev} handle ffff: ingress")
             for value, mask in port_masks(lo, hi):

@@ -8,7 +8,8 @@ The network is ``Mininet(topo, switch=..., controller=None, link=ShapedLink)``
 (a ``TCLink`` whose htb class has a fixed quantum, see :mod:`p4gen.testbed.mntopo`)
 with every node in its own namespace (see :mod:`p4gen.testbed.nodes`),
 static ARP between the hosts and towards the aggregating switch's address
-(the data plane answers no ARP).  Inside the aggregating switch's node a
+(the data plane answers no ARP), and every link the MTU of the plan's
+target (9000 bytes for ``soft`` builds, 1500 for ``bmv2``).  Inside the aggregating switch's node a
 kernel bridge forwards ordinary traffic and only aggregation frames reach
 the P4 process (:mod:`p4gen.testbed.l2`); the bridge, like the leaves of a
 two-level topology, has every host's MAC pinned to its port.  ``topo`` is a Mininet ``DataTopo``
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from . import loss, procs
 from .errors import ReadinessError, TestbedError
+from .l2 import DEFAULT_MTU, link_mtu
 from .program import JobSpec, WorkerSpec, program
 from .topo import SWITCH_IP, SWITCH_MAC, Topology
 
@@ -54,6 +56,7 @@ class Network:
         self.procs: list[procs.Proc] = []
         self.loss_method: str | None = None
         self.loss = 0.0
+        self.mtu = DEFAULT_MTU
 
     @property
     def prefix(self) -> str:
@@ -93,12 +96,25 @@ class Network:
         self.mn = Mininet(mtopo, switch=switch, host=TestbedHost, controller=None, link=ShapedLink,
                           autoStaticArp=True, build=False)
         self.mn.build()
+        self.mtu = link_mtu(self.agg.plan)
+        if self.mtu != DEFAULT_MTU:
+            self._set_mtu(self.mtu)
         for h in self.topo.hosts:
             self.mn[h.name].setARP(SWITCH_IP, SWITCH_MAC)
         self.mn.start()
         self._pin_leaves()
         if self.initial_loss:
             self.set_loss(self.initial_loss)
+
+    def _set_mtu(self, mtu: int) -> None:
+        """Every link end (hosts, leaves, the aggregating switch's front ports) to ``mtu``: the plan's
+        target carries frames that large (the switch node's own interfaces follow, see p4gen.testbed.l2)."""
+        for link in self.mn.links:
+            for intf in (link.intf1, link.intf2):
+                out = intf.node.cmd(f"ip link set {intf.name} mtu {mtu} 2>&1; echo rc=$?").strip()
+                if not out.endswith("rc=0"):
+                    raise TestbedError(f"{intf.node.name}: cannot set the MTU of {intf.name} to {mtu}: "
+                                       f"{out.splitlines()[0]}")
 
     def _pin_leaves(self) -> None:
         t = self.topo

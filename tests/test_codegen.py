@@ -222,7 +222,10 @@ def test_targets_lists_limits(capsys):
     assert main(["targets"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["target", "arch", "pipes", "stages"]
-    assert out[2].split()[:6] == ["tofino", "tna", "4", "12", "4", "80"]
+    rows = {line.split()[0]: line.split() for line in out[1:]}
+    assert list(rows) == ["bmv2", "soft", "tofino", "tofino2"]
+    assert rows["tofino"][:6] == ["tofino", "tna", "4", "12", "4", "80"]
+    assert rows["bmv2"][10] == "1500" and rows["soft"][10] == "9000"          # the MTU column
 
 
 # -- real compilers, where installed -------------------------------------------------

@@ -34,5 +34,9 @@ def test_link_rate_bounds_count_payload_and_headers_per_element(plan):
     segments = -(-int(1.75 * size * 4) // 1448)
     assert g.seconds == pytest.approx(segments * 1514 * 8 / 5e6)
     assert "2(n-1)/n = 1.750" in g.how and f"{segments} TCP segments of 1448 B in 1514 B frames" in g.how
+    # on jumbo-frame links (the soft target's): segments of 8948 B in 9014 B frames
+    j = bounds.gloo_ring(8, size, 5.0, mtu=9000)
+    assert j.seconds == pytest.approx(-(-int(1.75 * size * 4) // 8948) * 9014 * 8 / 5e6)
+    assert "TCP segments of 8948 B in 9014 B frames" in j.how
     # the ratio of the two bounds is within a percent of 2(n-1)/n: both carry about 5% of headers
     assert g.seconds / b.seconds == pytest.approx(1.75, rel=0.01)

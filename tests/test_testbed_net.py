@@ -291,3 +291,31 @@ def test_example_scripts_run(clean, name, lines):
     assert out.returncode == 0, out.stdout + out.stderr
     got = out.stdout.strip().splitlines()
     assert len(got) == len(lines) and all(re.match(p, g) for p, g in zip(lines, got)), out.stdout
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed (the gloo extra)")
+def test_a_soft_build_runs_on_jumbo_frame_links(clean, tmp_path_factory):
+    """The soft target's builds: every link and the switch node's veths carry 9000-byte frames, SwitchML's
+    2048 values a frame and OmniReduce's 2048-value blocks reach exact sums through the P4 switch, Gloo
+    crosses the kernel bridge in jumbo segments and its bound counts them."""
+    plans = tmp_path_factory.mktemp("plans")
+    with Network(star(3, mbit=100), switch=SoftSwitch, plan_dir=build_plan("switchml", 32, plans, target="soft")) as net:
+        assert net.mtu == 9000
+        for h in ("h1", "s1"):
+            node = net.mn[h]
+            for intf in node.intfList():
+                if intf.name != "lo":
+                    assert f"mtu 9000" in node.cmd(f"ip link show {intf.name}"), intf.name
+        assert "mtu 9000" in net.mn["s1"].cmd("ip link show s1-p41")
+        r = harness.run_switchml(net, size=SIZE)
+        assert r.exact and r.correct, r
+        assert r.packets >= 3 * SIZE // 2048 and r.packets < 3 * SIZE // 256
+        assert r.p4_frames == r.packets + r.retransmissions and r.l2_frames == 0, r.path
+        g = harness.run_gloo(net, size=SIZE)
+        assert g.correct and g.p4_frames == 0, g.path
+        assert "TCP segments of 8948 B in 9014 B frames" in g.bound_how, g.bound_how
+    with Network(star(3, mbit=100), switch=SoftSwitch,
+                 plan_dir=build_plan("omnireduce", 32, plans, target="soft")) as net:
+        r = harness.run_switchml(net, size=SIZE * 4, protocol="omnireduce", density=0.3)
+        assert r.exact and r.correct, r
+        assert r.p4_frames > 0 and r.l2_frames == 0, r.path

@@ -245,3 +245,15 @@ def test_the_software_switch_begins_a_round_after_8_frames_on_the_slowest_link_a
 
     assert SoftSwitch.round_frames == 8 and SoftSwitch.round_max == 0.010
 
+
+def test_a_testbed_build_names_its_target_and_refuses_what_it_cannot_build(tmp_path):
+    from p4gen.testbed.errors import TestbedError
+    from p4gen.testbed.plans import build_plan
+
+    with pytest.raises(TestbedError, match=r"^target='tofino' must be one of bmv2, soft$"):
+        build_plan("switchml", 3, tmp_path, target="tofino")
+    with pytest.raises(TestbedError, match=r"^a soft build is for the software data plane; BMv2 runs bmv2 builds$"):
+        build_plan("switchml", 3, tmp_path, target="soft", compile_p4=True)
+    soft, bmv2 = (Layout(Plan.load(build_plan("switchml", 3, tmp_path, target=t))) for t in ("soft", "bmv2"))
+    assert (soft.elements, soft.frame_len) == (2048, 8243) and (bmv2.elements, bmv2.frame_len) == (256, 1075)
+    assert Plan.load(build_plan("omnireduce", 3, tmp_path, target="soft")).data["target"]["mtu_bytes"] == 9000

@@ -40,6 +40,7 @@ was still held by user space are counted by the kernel (``tp_drops`` of
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import select
@@ -115,10 +116,14 @@ class RingSocket:
             raise RingUnavailable(f"frame_size={frame_size} must be a multiple of {TPACKET_ALIGNMENT} "
                                   f"and at least {2 * H3_SIZE}")
         self.ifname = ifname
-        self.block_size = _align(max(block_size, frame_size), PAGE)
+        self.block_size = _align(max(block_size, 4 * frame_size), PAGE)      # jumbo frames: 4 a block at least
         self.rx_blocks = max(2, rx_bytes // self.block_size)
         self.frame_size = frame_size
-        tx_block = _align(frame_size, PAGE)
+        # a transmit block holds whole slots: a slot larger than a page (jumbo frames) gets a block of
+        # the least common multiple of the two, so no block ends in a slot's worth of waste
+        tx_block = _align(frame_size, PAGE) if frame_size <= PAGE else math.lcm(frame_size, PAGE)
+        if tx_block > 16 * _align(frame_size, PAGE):
+            tx_block = _align(frame_size, PAGE)
         per_block = tx_block // frame_size
         self.tx_frames = _align(max(tx_frames, per_block), per_block)
         self.max_tx = frame_size - TX_DATA

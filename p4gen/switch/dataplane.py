@@ -57,11 +57,14 @@ from ..netio.heap import retain_freed_memory
 from ..netio.rings import TxFlusher
 from .model import SwitchModel
 from ..plan import Plan
+from ..wire import Layout
 
 BURST = 1024              # frames taken per port per round; one model call per round (vectorised)
 ROUNDS = 32               # rounds per poll_once, so counters and reloads are serviced under load
 RING_MB = 8               # receive ring per port: ~20k 64-element frames, ~0.1 s at full rate
 TX_FRAMES = 2048          # transmit ring slots per port (2 KiB each)
+TX_RING_BYTES = TX_FRAMES * 2048    # a port's transmit ring, whatever its slot size
+ETHERNET_HEADER = 14
 
 
 class DataPlaneError(P4genError):
@@ -90,7 +93,7 @@ class DataPlane:
     """
 
     def __init__(self, model: SwitchModel, ports: dict[int, str], lock=None, *, rings: bool = True,
-                 ring_mb: int = RING_MB, round_interval: float = 0.0):
+                 ring_mb: int = RING_MB, round_interval: float = 0.0, max_frame: int | None = None):
         if not ports:
             raise DataPlaneError("at least one --port is needed")
         self.model = model
@@ -111,9 +114,15 @@ class DataPlane:
         self._round_began = -1.0
         self.rounds = 0
         refused: dict[str, str] = {}
+        # ring slots hold the largest frame the plan's target carries (its MTU and an Ethernet header):
+        # 2 KiB for a 1500-byte MTU, 9 KiB for jumbo frames; a transmit ring keeps its size in bytes
+        if max_frame is None:
+            max_frame = mtu_frame(model.plan)
+        slot = frame_slot(max_frame)
         try:
             for port, ifname in self.ports.items():
-                io, why = open_port(ifname, rings=rings, rx_bytes=ring_mb << 20, tx_frames=TX_FRAMES)
+                io, why = open_port(ifname, rings=rings, rx_bytes=ring_mb << 20,
+                                    tx_frames=max(64, TX_RING_BYTES // slot), frame_size=slot)
                 self.io[port] = io
                 if why is not None:
                     refused[ifname] = why
@@ -275,6 +284,20 @@ class DataPlane:
 
     def stop(self, *_args) -> None:
         self.running = False
+
+
+def mtu_frame(plan: Plan) -> int:
+    """The largest frame on a link of ``plan``'s target: its MTU and an Ethernet header (at least a
+    1500-byte MTU's, for ordinary traffic), and at least the plan's own frame."""
+    mtu = int(plan.data.get("target", {}).get("mtu_bytes", 1500))
+    return max(1500 + ETHERNET_HEADER, mtu + ETHERNET_HEADER, Layout(plan).frame_len)
+
+
+def frame_slot(max_frame: int) -> int:
+    """A ring slot for frames up to ``max_frame`` bytes: its 48-byte header and the frame, 2048 bytes for
+    ordinary frames, else rounded up to a whole KiB."""
+    need = max_frame + 48
+    return 2048 if need <= 2048 else -(-need // 1024) * 1024
 
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
