@@ -1,6 +1,6 @@
 """The network options ``p4gen testbed run``, ``up`` and ``train`` share, and the network they describe.
 
-:func:`add_network_options` declares them (workers, link rate, loss, delay, switch, topology, logs),
+:func:`add_network_options` declares them (workers, link rate, loss, delay, switch, build target, topology, logs),
 :func:`check_network_options` refuses bad values with one line and :func:`network_from_options` builds
 the (not yet started) :class:`~p4gen.testbed.net.Network`; :func:`unwind_on_sigterm` makes SIGTERM
 unwind like Ctrl-C, so a network's teardown runs either way.
@@ -17,10 +17,10 @@ from ..cliargs import int_in, number_in
 from .errors import TestbedError
 
 
-def plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False) -> Path:
+def plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False, target: str = "bmv2") -> Path:
     from .plans import build_plan
 
-    return build_plan(protocol, workers, cache, compile_p4)
+    return build_plan(protocol, workers, cache, compile_p4, target=target)
 
 
 def topology(kind: str, workers: int, mbit: float):
@@ -50,13 +50,16 @@ def network_from_options(args: argparse.Namespace, protocol: str):
     from .net import Network
     from .nodes import BMv2Switch, pick_switch
 
-    switch = pick_switch(args.switch)
+    target = getattr(args, "target", "bmv2")
+    switch = pick_switch("soft" if target == "soft" and args.switch == "auto" else args.switch)
     why = switch.missing()
     if why:
         raise TestbedError(f"--switch {args.switch}: {why}")
+    if switch is BMv2Switch and target != "bmv2":
+        raise TestbedError(f"--target {target} is for the software switch (--switch soft); BMv2 runs bmv2 builds")
     loss.check_delay(args.delay)
     topo = topology(args.topo, args.workers, args.bw)
-    plan = plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch)
+    plan = plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch, target=target)
     return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
 
 
@@ -82,7 +85,10 @@ def add_network_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto",
                    help="soft (p4gen's software data plane), bmv2 (simple_switch_grpc running the compiled "
                         "program) or auto (default: bmv2 when p4c-bm2-ss and simple_switch_grpc are on PATH, "
-                        "else soft)")
+                        "else soft; soft with --target soft)")
+    p.add_argument("--target", choices=("bmv2", "soft"), default="bmv2",
+                   help="the build's target: bmv2 (default: BMv2's limits, 1500-byte links) or soft (the software "
+                        "switch's own: 8 KiB frames on 9000-byte links; with --switch soft or auto)")
     p.add_argument("--topo", choices=("star", "two-level"), default="star",
                    help="star (default: every host on the switch) or two-level (racks of hosts under "
                         "Linux-bridge leaves, the switch as their spine)")

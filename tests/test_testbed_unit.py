@@ -257,3 +257,19 @@ def test_a_testbed_build_names_its_target_and_refuses_what_it_cannot_build(tmp_p
     soft, bmv2 = (Layout(Plan.load(build_plan("switchml", 3, tmp_path, target=t))) for t in ("soft", "bmv2"))
     assert (soft.elements, soft.frame_len) == (2048, 8243) and (bmv2.elements, bmv2.frame_len) == (256, 1075)
     assert Plan.load(build_plan("omnireduce", 3, tmp_path, target="soft")).data["target"]["mtu_bytes"] == 9000
+
+
+def test_run_target_soft_takes_the_software_switch_and_refuses_bmv2(monkeypatch, tmp_path):
+    from p4gen.testbed import nodes, procs
+    from p4gen.testbed.network_options import network_from_options
+
+    a = _parser().parse_args(["testbed", "run", "--target", "soft", "--plan-cache", str(tmp_path)])
+    assert a.target == "soft" and _parser().parse_args(["testbed", "run"]).target == "bmv2"
+    monkeypatch.setattr(nodes.BMv2Switch, "missing", classmethod(lambda cls: None))    # as if BMv2 were installed
+    monkeypatch.setattr(procs, "require", lambda: None)         # no root or Mininet needed to describe a network
+    net = network_from_options(a, "switchml")          # auto: the software switch, a soft build
+    assert net.switch_cls is nodes.SoftSwitch and Plan.load(net.plan_dir).data["target"]["name"] == "soft"
+    a.switch = "bmv2"
+    with pytest.raises(TestbedError, match=r"^--target soft is for the software switch \(--switch soft\); "
+                                           r"BMv2 runs bmv2 builds$"):
+        network_from_options(a, "switchml")
