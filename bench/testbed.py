@@ -1,6 +1,6 @@
 """SwitchML vs Gloo ring all-reduce on bandwidth-limited emulated links, and OmniReduce vs dense SwitchML.
 
-    .venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 25] [--png out.png]
+    .venv/bin/python bench/testbed.py [--workers 2,4,8] [--size 4MiB] [--bw 25] [--target soft|bmv2] [--png out.png]
     .venv/bin/python bench/testbed.py --workers 8 --big '' --before REV     # CPU per MiB of REV and of this checkout
     .venv/bin/python bench/testbed.py --sweep [--sweep-workers 2,4,8,16] [--sweep-sizes 1MiB,4MiB,16MiB]
     .venv/bin/python bench/testbed.py --workers '' --big '' --omnireduce --omni-size 8MiB --omni-bw 10
@@ -19,8 +19,10 @@ node in its kernel bridge, SwitchML's go through the P4 switch
 run counted them.  The bound
 (``p4gen.testbed.bounds``, printed with the table) is the wire bytes per
 element, payload and headers, over the link rate: SwitchML sends and
-receives one frame per chunk (1075 B for 256 values), Gloo 2(n-1)/n of the
-tensor each way in full TCP segments (1448 B in 1514 B frames).  The table
+receives one frame per chunk (--target soft, the default: 8243 B for 2048
+values on 9000-byte links; bmv2: 1075 B for 256 on 1500-byte ones), Gloo
+2(n-1)/n of the tensor each way in full TCP segments of the links' MTU
+(8948 B in 9014 B frames; 1448 B in 1514 B).  The table
 also gives SwitchML's goodput (tensor bits over time) as a fraction of the
 link rate.  Beside each SwitchML run, OmniReduce on the same star and
 tensor size at --omni-density (each worker's blocks non-zero with that
@@ -28,8 +30,9 @@ probability; 0 skips it).  Every run's CPU seconds from the workers' go to
 the last result -- the switch process and all worker processes -- are
 printed with their sum per MiB aggregated (workers x tensor bytes).
 --before REV runs SwitchML and OmniReduce with git revision REV's p4gen and
-with this checkout's, taking turns, and prints the two CPU figures per MiB
-and their ratio; --sweep runs 2, 4, 8, 16 workers x 1, 4, 16 MiB (see
+with this checkout's (both on bmv2 builds, and this checkout's also on
+--target builds), taking turns, and prints the CPU figures per MiB and
+their ratios; --sweep runs 2, 4, 8, 16 workers x 1, 4, 16 MiB (see
 ``bench/testbed_runs.py``).  Then the 4-worker 16 MiB exact-sum
 row.  With --omnireduce: for 4 and 8 workers and block
 densities 1.0 .. 0.01 (each worker's blocks non-zero independently with that
@@ -112,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
     ap.add_argument("--plans", default="/tmp/p4g-plans")
+    ap.add_argument("--target", choices=("soft", "bmv2"), default="soft",
+                    help="the builds the software switch runs: soft (its own limits: 2048 values in 8 KiB frames on "
+                         "9000-byte links) or bmv2 (BMv2's: 256 values, 128 for OmniReduce, on 1500-byte links); "
+                         "the --bmv2 comparison always runs bmv2 builds")
     a = ap.parse_args(argv)
     if a.child:
         return child_main(a.child)
@@ -121,10 +128,12 @@ def main(argv: list[str] | None = None) -> int:
         return before_after(a, workers, size)
     if a.sweep:
         return sweep_sizes(a, parse_size)
-    plan = build_plan("switchml", 32, a.plans)
-    oplan = build_plan("omnireduce", 32, a.plans) if a.omni_density else None
+    plan = build_plan("switchml", 32, a.plans, target=a.target)
+    oplan = build_plan("omnireduce", 32, a.plans, target=a.target) if a.omni_density else None
     rows, summary, cpu_rows = [], [], []
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
+    print(f"builds: {a.target} target, {Layout(Plan.load(plan)).elements} values a SwitchML frame of "
+          f"{Layout(Plan.load(plan)).frame_len} B", flush=True)
     if workers:
         print(RUN_HEAD)
     for n in workers:
@@ -250,8 +259,8 @@ def sweep(a) -> tuple[list[dict], list]:
     """OmniReduce vs dense SwitchML on the same tensors and links, per worker count and density."""
     size = parse_size(a.omni_size)
     densities = [float(x) for x in a.densities.split(",")]
-    splan = build_plan("switchml", 32, a.plans)
-    oplan = build_plan("omnireduce", 32, a.plans)
+    splan = build_plan("switchml", 32, a.plans, target=a.target)
+    oplan = build_plan("omnireduce", 32, a.plans, target=a.target)
     out, rows = [], []
     for n in [int(x) for x in a.omni_workers.split(",")]:
         for d in densities:
@@ -265,7 +274,7 @@ def sweep(a) -> tuple[list[dict], list]:
             rows += [sml, om]
             k = FrameLayout(Plan.load(oplan)).elements
             blocks = -(-size // k)
-            streams = min(64, blocks)
+            streams = min(om.window, blocks)
             o = {"workers": n, "density": d, "union": om.union_density, "switchml_s": sml.time, "omni_s": om.time,
                  "speedup": sml.time / om.time,
                  "ideal_speedup": blocks / (round(om.union_density * blocks) + streams),

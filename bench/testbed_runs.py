@@ -6,12 +6,14 @@ CPU seconds of the switch process and of all worker processes from the
 workers' go to the last result, and their sum per MiB aggregated (workers x
 tensor bytes).
 
-``--before REV``: REV is exported from git (``bench/revision.py``) and two
+``--before REV``: REV is exported from git (``bench/revision.py``) and
 child processes of this script run the same configurations, one with
-REV's p4gen on ``PYTHONPATH`` (its switch and emulators inherit it), one
-with this checkout's; they take turns, configuration by configuration, and
-the ratio of their CPU per MiB is printed.  REV must report CPU (the
-revision that added it, or later).
+REV's p4gen on ``PYTHONPATH`` (its switch and emulators inherit it) and
+bmv2 builds (the only ones a revision before the soft target has), one
+with this checkout's and bmv2 builds, and one with this checkout's and
+``--target`` builds (when that is not bmv2); they take turns,
+configuration by configuration, and the ratios of their CPU per MiB are
+printed.  REV must report CPU (the revision that added it, or later).
 
 ``--sweep``: 2, 4, 8, 16 workers x 1, 4, 16 MiB: SwitchML and Gloo on one
 network per configuration, OmniReduce at --omni-density on another, one
@@ -61,24 +63,41 @@ def run_line(r: dict) -> str:
 
 # -- one configuration, in this process or a child ------------------------------------------------
 
-def measure(n: int, mbit: float, size: int, protocols: list[str], density: float, plans: str) -> list[dict]:
-    """Run ``protocols`` (switchml, gloo: one network; omnireduce: another) on a star of ``n`` hosts."""
+def measure(n: int, mbit: float, size: int, protocols: list[str], density: float, plans: str,
+            target: str = "bmv2") -> list[dict]:
+    """Run ``protocols`` (switchml, gloo: one network; omnireduce: another) on a star of ``n`` hosts, with
+    builds for ``target`` (bmv2: BMv2's limits, 1500-byte links; soft: the software data plane's, jumbo
+    frames; a revision that predates the soft target knows only bmv2 builds)."""
     from p4gen.testbed import harness
     from p4gen.testbed.net import Network
     from p4gen.testbed.nodes import SoftSwitch
     from p4gen.testbed.plans import build_plan
     from p4gen.testbed.topo import star
+    from p4gen.plan import Plan
+    from p4gen.wire import Layout
+
+    def plan(protocol: str):
+        if target == "bmv2":
+            return build_plan(protocol, 32, plans)
+        return build_plan(protocol, 32, plans, target=target)
+
+    def record(r, plan_dir) -> dict:
+        fb = Layout(Plan.load(plan_dir)).frame_len if r.protocol != "gloo" else 0
+        return dict(r.to_dict(), target=target, frame_bytes=fb)
 
     out = []
     dense = [p for p in protocols if p in ("switchml", "gloo")]
     if dense:
-        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=build_plan("switchml", 32, plans)) as net:
+        pd = plan("switchml")
+        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=pd) as net:
             for p in dense:
                 r = harness.run_gloo(net, size=size) if p == "gloo" else harness.run_switchml(net, size=size)
-                out.append(r.to_dict())
+                out.append(record(r, pd))
     if "omnireduce" in protocols:
-        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=build_plan("omnireduce", 32, plans)) as net:
-            out.append(harness.run_switchml(net, size=size, protocol="omnireduce", density=density).to_dict())
+        pd = plan("omnireduce")
+        with Network(star(n, mbit), switch=SoftSwitch, plan_dir=pd) as net:
+            r = harness.run_switchml(net, size=size, protocol="omnireduce", density=density)
+            out.append(record(r, pd))
     return out
 
 
@@ -87,7 +106,7 @@ def child_main(spec: str) -> int:
     import p4gen
 
     q = json.loads(spec)
-    runs = measure(q["n"], q["mbit"], q["size"], q["protocols"], q["density"], q["plans"])
+    runs = measure(q["n"], q["mbit"], q["size"], q["protocols"], q["density"], q["plans"], q.get("target", "bmv2"))
     print(json.dumps({"p4gen": str(Path(p4gen.__file__).parent), "runs": runs}), flush=True)
     return 0
 
@@ -95,15 +114,15 @@ def child_main(spec: str) -> int:
 class _Side:
     """One side of --before: a p4gen tree (None: this checkout) and a plans cache of its own."""
 
-    def __init__(self, label: str, tree: Path | None, plans: Path):
-        self.label, self.tree, self.plans = label, tree, plans
+    def __init__(self, label: str, tree: Path | None, plans: Path, target: str = "bmv2"):
+        self.label, self.tree, self.plans, self.target = label, tree, plans, target
         self.where = None
 
     def run(self, **q) -> list[dict]:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         if self.tree is not None:
             env["PYTHONPATH"] = str(self.tree)
-        q["plans"] = str(self.plans)
+        q["plans"], q["target"] = str(self.plans), self.target
         p = subprocess.run([sys.executable, str(BENCH / "testbed.py"), "--child", json.dumps(q)], env=env,
                            capture_output=True, text=True)
         if p.returncode != 0:
@@ -124,38 +143,51 @@ def before_after(a, workers: list[int], size: int) -> int:
     from revision import describe, export
 
     protocols = ["switchml"] + (["omnireduce"] if a.omni_density else [])
-    rows: dict[str, list[dict]] = {"before": [], "after": []}
+    names = ["before", "after"] + ([f"after-{a.target}"] if a.target != "bmv2" else [])
+    rows: dict[str, list[dict]] = {k: [] for k in names}
     with tempfile.TemporaryDirectory(prefix="p4gen-before-") as tmp:
         sides = {"before": _Side("before", export(a.before, Path(tmp) / "tree"), Path(tmp) / "plans-before"),
                  "after": _Side("after", None, Path(tmp) / "plans-after")}
-        print(f"before = {describe(a.before)}; after = this checkout, HEAD {describe('HEAD')}")
-        print(f"{a.size} float32 on {a.bw:g} Mbit/s links; OmniReduce at block density {a.omni_density:g}; the two "
+        if a.target != "bmv2":
+            sides[names[2]] = _Side(names[2], None, Path(tmp) / f"plans-{a.target}", a.target)
+        print(f"before = {describe(a.before)}; after = this checkout, HEAD {describe('HEAD')}"
+              + (" (with uncommitted changes)" if _dirty() else ""))
+        print(f"before and after: bmv2 builds (BMv2's limits, 1500-byte links)"
+              + (f"; {names[2]}: this checkout with {a.target} builds" if len(names) > 2 else ""))
+        print(f"{a.size} float32 on {a.bw:g} Mbit/s links; OmniReduce at block density {a.omni_density:g}; the "
               f"sides take turns, each configuration on fresh networks; load average "
               "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
-        print("side    " + RUN_HEAD)
+        print("side         " + RUN_HEAD)
         for i, n in enumerate(workers):
-            for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+            for side in (names if i % 2 == 0 else names[::-1]):
                 got = sides[side].run(n=n, mbit=a.bw, size=size, protocols=protocols, density=a.omni_density)
                 rows[side] += got
                 for r in got:
-                    print(f"{side:<6}  {run_line(r)}", flush=True)
-        print(f"p4gen: before from {sides['before'].where}, after from {sides['after'].where}")
+                    print(f"{side:<11}  {run_line(r)}", flush=True)
+        print("p4gen: " + ", ".join(f"{k} from {sides[k].where}" for k in names))
     print()
     print("CPU-s per MiB aggregated (switch process + all worker processes, from go to the last result), "
           "before and after, the same configuration in the same run:")
-    print(" n  protocol          before  after  before/after  %bound before  %bound after")
+    print(" n  protocol          side         frame B  CPU-s/MiB  before/side  %bound")
     key = lambda r: (r["workers"], r["protocol"])          # noqa: E731
-    after = {key(r): r for r in rows["after"]}
+    by = {k: {key(r): r for r in rows[k]} for k in names}
     ok = True
     for b in rows["before"]:
-        c = after[key(b)]
-        ratio = b["cpu_per_mib"] / c["cpu_per_mib"]
-        ok &= b["correct"] and c["correct"]
-        print(f"{b['workers']:>2}  {name(b):<16}  {b['cpu_per_mib']:>6.4f}  {c['cpu_per_mib']:>5.4f}  "
-              f"{ratio:>11.2f}x  {b['pct_of_bound']:>13.1f}  {c['pct_of_bound']:>12.1f}")
+        for k in names:
+            c = by[k][key(b)]
+            ok &= c["correct"]
+            ratio = "" if k == "before" else f"{b['cpu_per_mib'] / c['cpu_per_mib']:>10.2f}x"
+            print(f"{b['workers']:>2}  {name(b):<16}  {k:<11}  {c.get('frame_bytes', 0):>7}  "
+                  f"{c['cpu_per_mib']:>9.4f}  {ratio:>11}  {c['pct_of_bound']:>6.1f}")
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     Path(a.json).write_text(json.dumps({"before": a.before, "runs": rows}, indent=2) + "\n")
     return 0 if ok else 1
+
+
+def _dirty() -> bool:
+    p = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=BENCH, capture_output=True,
+                       text=True)
+    return bool(p.stdout.strip())
 
 
 # -- the scaling sweep ------------------------------------------------------------------------------
@@ -175,7 +207,7 @@ def sweep(a, parse_size) -> int:
     rows = []
     for size in sizes:
         for n in workers:
-            for r in measure(n, a.bw, parse_size(size), protocols, a.omni_density, a.plans):
+            for r in measure(n, a.bw, parse_size(size), protocols, a.omni_density, a.plans, a.target):
                 rows.append(r)
                 print(run_line(r), flush=True)
     print()
