@@ -200,6 +200,7 @@ OMNI_ROUND = st.tuples(st.integers(0, 9), st.integers(0, 255), st.integers(0, 2 
                        st.integers(0, 12))
 
 
+@pytest.mark.slow
 @settings(max_examples=80)
 @given(rounds=st.lists(OMNI_ROUND, max_size=30), n=st.integers(2, 8), cuts=st.lists(st.integers(0, 240), max_size=3),
        clean=st.booleans())
