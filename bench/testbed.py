@@ -132,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     oplan = build_plan("omnireduce", 32, a.plans, target=a.target) if a.omni_density else None
     rows, summary, cpu_rows = [], [], []
     print("load average at the start: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()), flush=True)
-    print(f"builds: {a.target} target, {Layout(Plan.load(plan)).elements} values a SwitchML frame of "
-          f"{Layout(Plan.load(plan)).frame_len} B", flush=True)
+    print(f"builds: {a.target} target, {FrameLayout(Plan.load(plan)).elements} values a SwitchML frame of "
+          f"{FrameLayout(Plan.load(plan)).frame_len} B", flush=True)
     if workers:
         print(RUN_HEAD)
     for n in workers:

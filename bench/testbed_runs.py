@@ -74,7 +74,10 @@ def measure(n: int, mbit: float, size: int, protocols: list[str], density: float
     from p4gen.testbed.plans import build_plan
     from p4gen.testbed.topo import star
     from p4gen.plan import Plan
-    from p4gen.wire import Layout
+    try:
+        from p4gen.wire import FrameLayout
+    except ImportError:                     # a --before revision from before the typed Plan IR
+        from p4gen.wire import Layout as FrameLayout
 
     def plan(protocol: str):
         if target == "bmv2":
@@ -82,7 +85,7 @@ def measure(n: int, mbit: float, size: int, protocols: list[str], density: float
         return build_plan(protocol, 32, plans, target=target)
 
     def record(r, plan_dir) -> dict:
-        fb = Layout(Plan.load(plan_dir)).frame_len if r.protocol != "gloo" else 0
+        fb = FrameLayout(Plan.load(plan_dir)).frame_len if r.protocol != "gloo" else 0
         return dict(r.to_dict(), target=target, frame_bytes=fb)
 
     out = []

@@ -279,11 +279,11 @@ def test_burst_from_two_senders_is_aggregated_without_loss(netns, tmp_path, io):
 
 def test_ring_slots_hold_the_largest_frame_of_the_plans_target():
     from p4gen.switch.dataplane import frame_slot, mtu_frame
-    from p4gen.wire import Layout
+    from p4gen.wire import FrameLayout
 
     assert frame_slot(1514) == 2048 and frame_slot(2000) == 2048       # 48 bytes of slot header and the frame
     assert frame_slot(2001) == 3072 and frame_slot(9014) == 9216
     for target, frame, slot in (("bmv2", 1514, 2048), ("soft", 9014, 9216)):
         plan = make_plan(make_spec(protocol="switchml", slots=64, max_workers=4), load_target(target))
-        assert mtu_frame(plan) == max(frame, Layout(plan).frame_len) == frame
+        assert mtu_frame(plan) == max(frame, FrameLayout(plan).frame_len) == frame
         assert frame_slot(mtu_frame(plan)) == slot

@@ -212,7 +212,7 @@ def test_omnireduce_rounds_of_two_lengths_equal_one_by_one(rounds, n, cuts, clea
     the counters and the registers are those of ``process``.  ``clean``: contributions only, so long
     rounds take the vectorised path."""
     plan = PLANS["omnireduce"]
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = _addrs(n)
     one, grp = SwitchModel(plan), SwitchModel(plan)
     for m in (one, grp):
@@ -257,7 +257,7 @@ def test_an_omnireduce_round_takes_the_vectorised_path(monkeypatch):
     no frame becomes a bytes object; identical to process."""
     plan = make_plan(make_spec(protocol="omnireduce", slots=64, elements_per_packet=16, max_workers=8),
                      load_target("bmv2"))
-    L = W.Layout(plan)
+    L = W.FrameLayout(plan)
     addrs = [WorkerAddr(1 + i, 0x020000000001 + i, 0x0A000001 + i, 30000 + i) for i in range(8)]
     one, grp = SwitchModel(plan), SwitchModel(plan)
     for m in (one, grp):

@@ -23,7 +23,7 @@ from p4gen.plan import Plan
 from p4gen.switch.model import SwitchModel
 from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
 from p4gen.testbed.tensors import check_omnireduce, expected
-from p4gen.wire import Layout
+from p4gen.wire import FrameLayout
 
 N = 3
 
@@ -53,7 +53,7 @@ def _workers(cls, L, xs, mode, window, rtt=False, copies=None):
 
 def _drive(plan, cls, xs, mode, window, seed, rtt=False, copies=None):
     """Run the job with bursts from a seeded schedule; (workers, every frame each worker sent)."""
-    L = Layout(plan)
+    L = FrameLayout(plan)
     m = SwitchModel(plan)
     m.load_config(json_config(plan, _spec(window)))
     ws = _workers(cls, L, xs, mode, window, rtt, copies)
@@ -89,7 +89,7 @@ def _drive(plan, cls, xs, mode, window, seed, rtt=False, copies=None):
                 other_job = other_job or _with(L, burst[0], "agg.job", 5)
                 burst.append(other_job)
             if burst and rng.random() < 0.1:
-                burst.append(_with(L, burst[0], "agg.msg_type", int(L.params["msg_contribution"])))
+                burst.append(_with(L, burst[0], "agg.msg_type", L.params.msg_contribution))
             seen[i] += burst[-2:]
             out = []
             if cls is OmniWorker:
@@ -121,7 +121,7 @@ def _state(w):
                                                           ("int", 8, 0.5, 3, False), ("float", 1, 0.3, 4, False),
                                                           ("float", 8, 1.0, 5, False)])
 def test_bursts_give_the_same_bytes_stats_and_results(plan, mode, window, density, seed, rtt):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     dtype = "float32" if mode == "float" else "int32"
     total, xs = expected(N, 3000, dtype, seed, density, L.elements)
     wa, sa = _drive(plan, OmniWorker, xs, mode, window, seed, rtt)
@@ -141,7 +141,7 @@ def test_bursts_give_the_same_bytes_stats_and_results(plan, mode, window, densit
 
 def test_a_second_allreduce_continues_the_copies(plan):
     """copies= (a later all-reduce on the same slots) is honoured as the per-frame worker honours it."""
-    L = Layout(plan)
+    L = FrameLayout(plan)
     total, xs = expected(N, 2000, "float32", 9, 0.4, L.elements)
     copies = [1, 0, 1, 1, 0, 0, 1, 0]
     wa, sa = _drive(plan, OmniWorker, xs, "float", 8, 9, copies=copies)
@@ -150,7 +150,7 @@ def test_a_second_allreduce_continues_the_copies(plan):
 
 
 def test_a_next_offset_that_skips_data_raises_the_same_error(plan):
-    L = Layout(plan)
+    L = FrameLayout(plan)
     _total, xs = expected(N, 2000, "float32", 3, 1.0, L.elements)
     m = SwitchModel(plan)
     m.load_config(json_config(plan, _spec(4)))
@@ -158,7 +158,7 @@ def test_a_next_offset_that_skips_data_raises_the_same_error(plan):
     for cls in (OmniWorker, BatchOmniWorker):
         w = _workers(cls, L, xs, "float", 4)[0]
         first = w.start(0.0)[1]                  # stream 1's discovery round
-        res = _with(L, first + bytes(L.frame_len - len(first)), "agg.msg_type", int(L.params["msg_result"]))
+        res = _with(L, first + bytes(L.frame_len - len(first)), "agg.msg_type", L.params.msg_result)
         res = _with(L, res, "agg.flags", 1)
         for nxt in (6, 5):                       # not of stream 1; beyond this worker's next block of it (1)
             with pytest.raises(OmniProtocolError) as e:
@@ -170,7 +170,7 @@ def test_a_next_offset_that_skips_data_raises_the_same_error(plan):
 
 def test_next_offsets_are_this_workers_next_blocks(plan):
     """The look-up table of next non-zero blocks agrees with the per-frame worker's bisection."""
-    L = Layout(plan)
+    L = FrameLayout(plan)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(50 * L.elements).astype(np.float32)
     x.reshape(50, -1)[rng.random(50) < 0.6] = 0

@@ -254,9 +254,9 @@ def test_a_testbed_build_names_its_target_and_refuses_what_it_cannot_build(tmp_p
         build_plan("switchml", 3, tmp_path, target="tofino")
     with pytest.raises(TestbedError, match=r"^a soft build is for the software data plane; BMv2 runs bmv2 builds$"):
         build_plan("switchml", 3, tmp_path, target="soft", compile_p4=True)
-    soft, bmv2 = (Layout(Plan.load(build_plan("switchml", 3, tmp_path, target=t))) for t in ("soft", "bmv2"))
+    soft, bmv2 = (FrameLayout(Plan.load(build_plan("switchml", 3, tmp_path, target=t))) for t in ("soft", "bmv2"))
     assert (soft.elements, soft.frame_len) == (2048, 8243) and (bmv2.elements, bmv2.frame_len) == (256, 1075)
-    assert Plan.load(build_plan("omnireduce", 3, tmp_path, target="soft")).data["target"]["mtu_bytes"] == 9000
+    assert Plan.load(build_plan("omnireduce", 3, tmp_path, target="soft")).target.mtu_bytes == 9000
 
 
 def test_run_target_soft_takes_the_software_switch_and_refuses_bmv2(monkeypatch, tmp_path):
@@ -268,7 +268,7 @@ def test_run_target_soft_takes_the_software_switch_and_refuses_bmv2(monkeypatch,
     monkeypatch.setattr(nodes.BMv2Switch, "missing", classmethod(lambda cls: None))    # as if BMv2 were installed
     monkeypatch.setattr(procs, "require", lambda: None)         # no root or Mininet needed to describe a network
     net = network_from_options(a, "switchml")          # auto: the software switch, a soft build
-    assert net.switch_cls is nodes.SoftSwitch and Plan.load(net.plan_dir).data["target"]["name"] == "soft"
+    assert net.switch_cls is nodes.SoftSwitch and Plan.load(net.plan_dir).target.name == "soft"
     a.switch = "bmv2"
     with pytest.raises(TestbedError, match=r"^--target soft is for the software switch \(--switch soft\); "
                                            r"BMv2 runs bmv2 builds$"):

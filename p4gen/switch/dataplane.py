@@ -57,7 +57,7 @@ from ..netio.heap import retain_freed_memory
 from ..netio.rings import TxFlusher
 from .model import SwitchModel
 from ..plan import Plan
-from ..wire import Layout
+from ..wire import FrameLayout
 
 BURST = 1024              # frames taken per port per round; one model call per round (vectorised)
 ROUNDS = 32               # rounds per poll_once, so counters and reloads are serviced under load
@@ -289,8 +289,7 @@ class DataPlane:
 def mtu_frame(plan: Plan) -> int:
     """The largest frame on a link of ``plan``'s target: its MTU and an Ethernet header (at least a
     1500-byte MTU's, for ordinary traffic), and at least the plan's own frame."""
-    mtu = int(plan.data.get("target", {}).get("mtu_bytes", 1500))
-    return max(1500 + ETHERNET_HEADER, mtu + ETHERNET_HEADER, Layout(plan).frame_len)
+    return max(1500 + ETHERNET_HEADER, plan.target.mtu_bytes + ETHERNET_HEADER, FrameLayout(plan).frame_len)
 
 
 def frame_slot(max_frame: int) -> int:
