@@ -66,6 +66,12 @@ from p4gen.testbed.procs import missing_requirements
 
 if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
     sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    # one --before configuration: testbed_runs imports the measured revision's p4gen only as it runs, so
+    # a revision without the names imported below (FrameLayout, before the typed Plan IR) can be measured
+    from testbed_runs import child_main
+
+    sys.exit(child_main(sys.argv[2]))
 
 from p4gen.plan import Plan
 from p4gen.testbed import harness

@@ -126,8 +126,14 @@ class _Side:
         if self.tree is not None:
             env["PYTHONPATH"] = str(self.tree)
         q["plans"], q["target"] = str(self.plans), self.target
+        # a build cache of the side's own: one side's builds are never another revision's cache hits
+        env["P4GEN_CACHE_DIR"] = str(self.plans / "cache")
+        # the child runs in the side's own directory: the switch and the emulators start as ``python -m``,
+        # which puts the working directory first on sys.path, so from a checkout's root they would import
+        # that checkout's p4gen whatever PYTHONPATH says
+        self.plans.mkdir(parents=True, exist_ok=True)
         p = subprocess.run([sys.executable, str(BENCH / "testbed.py"), "--child", json.dumps(q)], env=env,
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, cwd=self.plans)
         if p.returncode != 0:
             tail = (p.stderr.strip().splitlines() or ["no output"])[-1]
             raise SystemExit(f"--before: the {self.label} side failed: {tail}")
