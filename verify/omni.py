@@ -183,7 +183,7 @@ class OmniReduce(Model):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
         data = data_of(w, k)
-        vals = Shares.packet(ws, w, k, z3.If(data, z3.IntVal(ONE), z3.IntVal(JUNK)))
+        vals = Shares.packet(ws, w, k, z3.If(data, ONE, JUNK))
         pkt = Packet(tsi=k + OFF, mask=Mask(w), n=ws.N, values=vals, exponent=Shares.packet(ws, w, k),
                      nxt=next_of(w, k), obs={"data": z3.If(data, z3.IntVal(1), z3.IntVal(0))})
         regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],

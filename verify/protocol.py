@@ -175,8 +175,8 @@ class SwitchML(Model):
             ahead = step_local(k, f"ahead{v}")
             extra.append(ahead >= 1)
             pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N + self.counter_delta,
-                         values=Shares.packet(ws, w, k, z3.IntVal(JUNK)),
-                         exponent=Shares.packet(ws, w, k, z3.IntVal(JUNK)), bound=bound)
+                         values=Shares.packet(ws, w, k, JUNK),
+                         exponent=Shares.packet(ws, w, k, JUNK), bound=bound)
         else:
             pkt = Packet(tsi=k + g["off"], mask=Mask(w), n=ws.N + self.counter_delta,
                          values=Shares.packet(ws, w, k), exponent=Shares.packet(ws, w, k), bound=bound)

@@ -27,10 +27,10 @@ Domains:
   :func:`p4gen.verify.cardinality.prove_word_split` proves, op by op, that the
   switch's per-word application is the op on the whole bitmap.
 
-Share of one worker: ``stt`` 0 = none, 1 = exactly one contribution (of
-chunk ``rnd``), 2 = anything else (two contributions, or contributions of
-different chunks), 3 = junk (what a value op reads from a packet that
-carries no contribution).  Treating contributions as distinct symbols is
+Share of one worker: ``stt`` EMPTY = none, ONE = exactly one contribution
+(of chunk ``rnd``), MANY = anything else (two contributions, or
+contributions of different chunks), JUNK = what a value op reads from a
+packet that carries no contribution.  Treating contributions as distinct symbols is
 exact for "is this the sum of exactly one contribution per worker for chunk
 c": the property must hold for every input, and for generic inputs two
 different multisets of contributions give different sums.
@@ -45,12 +45,13 @@ import z3
 
 from .workers import Vec, Workers
 
-EMPTY, ONE, MANY, JUNK = 0, 1, 2, 3
+# a share's state is an enumeration, not an integer: the solver then never does arithmetic on it
+STT, (EMPTY, ONE, MANY, JUNK) = z3.EnumSort("Stt", ["empty", "one", "many", "junk"])
 
 
 @dataclass(frozen=True)
 class Share:
-    stt: Any   # z3 Int: EMPTY / ONE / MANY / JUNK
+    stt: Any   # an STT term: EMPTY / ONE / MANY / JUNK
     rnd: Any   # z3 Int: the chunk (round) when stt == ONE
 
     def is_empty(self):
@@ -65,7 +66,7 @@ class Share:
 
 
 def _share_add(a: Share, b: Share) -> Share:
-    stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, z3.IntVal(MANY)))
+    stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, MANY))
     return Share(stt, z3.If(a.stt == EMPTY, b.rnd, a.rnd))
 
 
@@ -73,7 +74,7 @@ def _share_join(a: Share, b: Share) -> Share:
     """Contributions covered by the max (or min) of two values: the union; one chunk's contribution twice is
     still one (max is idempotent), contributions of two chunks are MANY."""
     same = z3.And(a.stt == ONE, b.stt == ONE, a.rnd == b.rnd)
-    stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, z3.If(same, z3.IntVal(ONE), z3.IntVal(MANY))))
+    stt = z3.If(a.stt == EMPTY, b.stt, z3.If(b.stt == EMPTY, a.stt, z3.If(same, ONE, MANY)))
     return Share(stt, z3.If(a.stt == EMPTY, b.rnd, a.rnd))
 
 
@@ -90,17 +91,17 @@ class Shares:
 
     @classmethod
     def fresh(cls, ws: Workers, prefix: str) -> "Shares":
-        return cls(ws.vec(f"{prefix}_s", z3.IntSort()), ws.vec(f"{prefix}_r", z3.IntSort()))
+        return cls(ws.vec(f"{prefix}_s", STT), ws.vec(f"{prefix}_r", z3.IntSort()))
 
     @classmethod
     def empty(cls, ws: Workers) -> "Shares":
-        return cls(ws.const_vec(z3.IntVal(EMPTY)), ws.const_vec(z3.IntVal(0)))
+        return cls(ws.const_vec(EMPTY), ws.const_vec(z3.IntVal(0)))
 
     @classmethod
     def packet(cls, ws: Workers, worker, rnd, stt=None) -> "Shares":
         """Worker ``worker``'s contribution for chunk ``rnd`` (``stt``: ONE by default)."""
         e = cls.empty(ws)
-        return cls(e.stt.set(worker, z3.IntVal(ONE) if stt is None else stt), e.rnd.set(worker, rnd), worker)
+        return cls(e.stt.set(worker, ONE if stt is None else stt), e.rnd.set(worker, rnd), worker)
 
     def at(self, u) -> Share:
         return Share(self.stt.get(u), self.rnd.get(u))
