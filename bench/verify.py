@@ -35,7 +35,8 @@ import tempfile
 import time
 
 from p4gen.verify import runner
-from p4gen.verify.engine import Prover, bmc
+from p4gen.verify.engine import Prover
+from p4gen.verify.explore import bmc
 from p4gen.verify.mutants import CATALOGUE, base_model, mutant_model
 from p4gen.verify.workers import Workers
 
@@ -107,7 +108,7 @@ def main(argv=None) -> int:
         worst = ("", 0.0)
         for m in CATALOGUE:
             t0 = time.perf_counter()
-            cex = bmc(mutant_model(m), m.n, runner.BMC_DEPTH)
+            cex = bmc(mutant_model(m), m.n, runner.SEARCH_DEPTH)
             dt = time.perf_counter() - t0
             verdict = f"refuted ({cex.prop}, {cex.steps} steps)" if cex else "NOT REFUTED"
             print(f"{m.name:<36} {m.n:>2} {verdict:<40} {dt:8.2f} {_load():>6}", flush=True)

@@ -21,7 +21,7 @@ from p4gen.spec import make_spec
 from p4gen.switch import kernels
 from p4gen.switch.model import VEC_MIN_BATCH, SwitchModel, WorkerAddr, job_config
 from p4gen.target import load_target
-from p4gen.verify.engine import bmc
+from p4gen.verify.explore import bmc
 from p4gen.verify.protocol import SwitchML
 from p4gen.verify.z3alg import Z3
 

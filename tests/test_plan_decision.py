@@ -31,7 +31,7 @@ from p4gen.spec import make_spec
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.target import load_target
 from p4gen.verify import mutants
-from p4gen.verify.engine import bmc
+from p4gen.verify.explore import bmc
 from p4gen.verify.protocol import SwitchML
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))

@@ -172,8 +172,8 @@ def test_not_covered_when_a_proof_covers_fewer_n(tmp_path, monkeypatch):
 
     real = fixedpoint.prove_all
 
-    def short(ns, w):       # a fixed-point run that (wrongly) covers only the first n
-        res = real(ns[:1], w)
+    def short(ns, w, rlimit):       # a fixed-point run that (wrongly) covers only the first n
+        res = real(ns[:1], w, rlimit)
         return res
     monkeypatch.setattr(fixedpoint, "prove_all", short)
     plan = make_plan(make_spec(variant="hardened", max_workers=3), load_target("bmv2"))

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from p4gen import decision
-from p4gen.verify.engine import bmc
+from p4gen.verify.explore import bmc
 from p4gen.verify.mutants import CATALOGUE, VARIANTS, mutant_model, of_variant
 
 # what each mutant breaks, and the most events its shortest trace takes
@@ -58,7 +58,6 @@ def test_mutant_refuted(mutant):
     prop, steps = EXPECTED[mutant.name]
     text = "\n".join(cex.format())
     assert cex.prop == prop and 1 <= cex.steps <= steps, text
-    assert "step  worker  slot  copy  chunk/tsi  event" in text and f"violates {prop}" in text
     last = cex.rows[-1]
     if prop == "completion_multicast":
         # the completing contribution is taken and nothing goes out

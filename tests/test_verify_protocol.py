@@ -11,7 +11,8 @@ from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
 from p4gen.verify import engine, fixedpoint, runner
-from p4gen.verify.engine import Prover, bmc
+from p4gen.verify.engine import Prover
+from p4gen.verify.explore import bmc
 from p4gen.verify.mutants import base_model
 from p4gen.verify.protocol import SwitchML
 from p4gen.verify.workers import Workers, ground
@@ -80,7 +81,7 @@ def test_reference_without_fifo_has_late_duplicate_counterexample():
     assert cex is not None and cex.steps <= 6
     last = cex.rows[-1]
     # the last event is a delayed duplicate of an old chunk, on the copy its worker has left, that is added again
-    assert "delayed duplicate" in last.event and "add contribution" in last.action
+    assert "delayed duplicate" in last.event and "the contribution" in last.action and "no packet out" in last.action
     moved = [r for r in cex.rows if r.worker == last.worker and "accepts result" in r.event]
     assert moved and moved[0].copy != last.copy
 
@@ -102,8 +103,7 @@ def test_runner_no_fifo_prints_counterexample_and_not_proved():
 @pytest.mark.slow
 def test_not_proved_says_how_far_the_search_went(monkeypatch):
     # the late duplicate needs 5 events: a search of 4 finds nothing, and the report says so
-    monkeypatch.setattr(runner, "BMC_DEPTH", 3)
-    monkeypatch.setattr(runner, "DEEP_DEPTH", 4)
+    monkeypatch.setattr(runner, "SEARCH_DEPTH", 4)
     lines = []
     rep = runner.run(_plan("bmv2", "reference"), fifo=False, workers=[2], jobs=1, out=lines.append)
     proto = [l for l in rep.lines if l.group == "protocol"]

@@ -33,6 +33,7 @@ import z3
 
 from p4gen import ops
 
+from .budget import QUERY_RLIMIT
 from .workers import Workers
 from .z3alg import BitSet
 
@@ -91,9 +92,11 @@ def card_facts(ws: Workers, bitmaps: list[BitSet]) -> list:
 
 
 @functools.lru_cache(maxsize=None)
-def prove_word_split(words: int, op: str) -> bool:
+def prove_word_split(words: int, op: str, rlimit: int = QUERY_RLIMIT) -> bool | None:
     """Bitmap op ``op`` run word by word (the worker's bit in its word, empty masks elsewhere, seen = or of
-    the words' answers) equals ``op`` on the ``words * 32``-bit bitmap, for every worker and every state."""
+    the words' answers) equals ``op`` on the ``words * 32``-bit bitmap, for every worker and every state.
+
+    True when proved, False when refuted, None when the query ran out of its budget (``rlimit``)."""
     from .z3alg import Z3
 
     width = words * WORD
@@ -111,10 +114,12 @@ def prove_word_split(words: int, op: str) -> bool:
         seen.append(s)
     cat = lambda xs: xs[0] if len(xs) == 1 else z3.Concat(list(reversed(xs)))  # noqa: E731
     sol = z3.Solver()
+    sol.set("rlimit", rlimit)
     sol.add(z3.ULT(w, width))
     sol.add(z3.Not(z3.And(cat(parts_t) == whole_t, cat(parts_o) == whole_o, z3.Or(seen) == whole_s)))
-    return sol.check() == z3.unsat
+    r = sol.check()
+    return True if r == z3.unsat else False if r == z3.sat else None
 
 
-def word_split_lemmas(words: int) -> dict[str, bool]:
-    return {op: prove_word_split(words, op) for op in ops.OPS["bitmap"]}
+def word_split_lemmas(words: int, rlimit: int = QUERY_RLIMIT) -> dict[str, bool | None]:
+    return {op: prove_word_split(words, op, rlimit) for op in ops.OPS["bitmap"]}

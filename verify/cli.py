@@ -19,9 +19,23 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, metavar="N",
                    help="prove for n=N workers only (default: every n from 2 to max_workers, in one proof)")
     p.add_argument("--jobs", type=int, metavar="N", help="proofs run in N processes (default: the number of cores)")
+    p.add_argument("--budget", type=_budget, default=1.0, metavar="F",
+                   help="multiply every work budget by F >= 1: the solver's resource limit per proof query and the "
+                        "transitions per counterexample search (default 1; budgets count work, not time, so a "
+                        "verdict does not depend on the machine's load)")
     p.add_argument("--json", metavar="PATH", help="write the report here (default OUTDIR/verify.json)")
     p.set_defaults(func=handler)
     return p
+
+
+def _budget(text: str) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= f < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number >= 1 (it multiplies the default budgets)")
+    return f
 
 
 class _ProgressLine:
@@ -69,6 +83,7 @@ def handler(args: argparse.Namespace) -> int:
         try:
             report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
                          workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
+                         budget=args.budget,
                          out=out, progress=progress)
         finally:
             if progress is not None:

@@ -1,4 +1,4 @@
-"""The transition-system core shared by the protocol models: state, induction, bounded model checking, traces.
+"""The transition-system core shared by the protocol models: state, induction, traces.
 
 A protocol model (:class:`Model`; :mod:`p4gen.verify.protocol` for SwitchML,
 :mod:`p4gen.verify.omni` for OmniReduce) supplies its state schema, initial
@@ -12,27 +12,26 @@ strengthening invariant.  This module runs it:
   the step.  Units are independent, so a pool
   runs them in parallel.  On a symbolic worker set the acting worker is a
   symbolic id, and the queries go through :func:`p4gen.verify.workers.ground`,
-  so one proof covers every worker count in the range;
-* :func:`bmc`: bounded model checking from the initial state on a concrete
-  worker set, with every worker's events, giving the shortest trace that
-  violates a property;
-* :class:`Counterexample`: a trace in the model's own words.
+  so one proof covers every worker count in the range.  Every query has a
+  budget of solver work (:data:`p4gen.verify.budget.QUERY_RLIMIT`, Z3's resource
+  count), never of time, so its answer is the same on a loaded machine and an idle one;
+* :class:`Counterexample`: a trace in the model's own words, found by the
+  explicit-state search of :mod:`p4gen.verify.explore`.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import z3
 
+from .budget import QUERY_RLIMIT
 from .cardinality import card, card_facts
 from .workers import Workers, ground
 from .z3alg import BitSet, Shares
 
-QUERY_TIMEOUT_MS = 120_000
 
 
 # ---------------------------------------------------------------------------
@@ -168,6 +167,20 @@ class Model:
     def trace_row(self, step: "TraceStep") -> "TraceRow":
         raise NotImplementedError
 
+    # -- what the explicit-state search needs to know ----------------------
+    def waiting(self, s: State, ws: Workers, w):
+        """The chunk (round) index worker ``w`` waits for: what it retransmits."""
+        return s.cur.get(w)
+
+    def chunk_range(self, s: State, ws: Workers, ev: Event) -> tuple:
+        """Terms (lo, hi): every chunk index a delivery of ``ev`` can carry lies in lo..hi (the packets the
+        worker has sent so far)."""
+        return z3.IntVal(0), self.waiting(s, ws, ev.worker)
+
+    def function_choices(self) -> dict[str, tuple]:
+        """For each uninterpreted function the cases apply, the values the search tries for one application."""
+        return {}
+
 
 # ---------------------------------------------------------------------------
 # induction
@@ -195,8 +208,8 @@ class UnitResult:
 class Prover:
     """The induction queries of one model on one worker set (a fresh state ``s``, a symbolic actor)."""
 
-    def __init__(self, model: Model, ws: Workers):
-        self.model, self.ws = model, ws
+    def __init__(self, model: Model, ws: Workers, rlimit: int = QUERY_RLIMIT):
+        self.model, self.ws, self.rlimit = model, ws, rlimit
         self.s = State.fresh(model.schema, ws, "s")
         self.g, self.axioms = model.globals(ws)
         self.actor = 0 if ws.concrete else z3.Int("a")
@@ -236,7 +249,7 @@ class Prover:
     def _query(self, hyp, goal) -> tuple[Any, float]:
         f, _ = ground(z3.And(hyp, z3.Not(goal)), self.ws, self.named)
         sol = z3.Solver()
-        sol.set("timeout", QUERY_TIMEOUT_MS)
+        sol.set("rlimit", self.rlimit)
         sol.add(f)
         t0 = time.perf_counter()
         r = sol.check()
@@ -350,236 +363,21 @@ class Counterexample:
         return out
 
 
-_STEP_LOCALS: dict[str, dict[str, Any]] = {}
+_STEP_LOCALS: dict[str, dict[str, tuple]] = {}
 
 
-def step_local(k, name: str, sort=None):
-    """A constant private to the step whose chunk index is ``k`` (renamed per step by :class:`Unrolling`)."""
+def step_local(k, name: str, sort=None, choices: Callable[[int], tuple] | None = None):
+    """A constant private to the step whose chunk index is ``k``: a free value of that one step.
+
+    ``choices(depth)``: the values the explicit-state search
+    (:mod:`p4gen.verify.explore`) tries for it in a search of ``depth`` steps,
+    which the model must show to cover every outcome the constant can have.
+    """
     c = z3.Const(f"{k}_{name}", sort or z3.IntSort())
-    _STEP_LOCALS.setdefault(str(k), {})[str(c)] = c
+    _STEP_LOCALS.setdefault(str(k), {})[str(c)] = (c, choices)
     return c
 
 
-class Unrolling:
-    """The transition relation of a model on a concrete worker set, built once and renamed per step.
-
-    ``step(i)`` relates the states ``b{i}`` and ``b{i+1}``: the event index,
-    the chunk index and the step's own constants (:func:`step_local`) get
-    per-step names.  Every leaf of the next state is one ``If`` chain over the
-    (event, table path) cases that change it, so a step adds one equality per
-    leaf.
-    """
-
-    def __init__(self, model: Model, n: int):
-        self.model, self.ws = model, Workers.exactly(n)
-        ws = self.ws
-        self.events = [e for w in ws.ids() for e in model.events(ws, w)]
-        self.g, self.axioms = model.globals(ws)
-        self.pre, nxt = State.fresh(model.schema, ws, "p"), State.fresh(model.schema, ws, "q")
-        self.ev, self.k = z3.Int("ev"), z3.Int("k")
-        self.cases = [model.cases(self.pre, ws, self.g, e, self.k, True) for e in self.events]
-        pl, ql = self.pre.leaves(), nxt.leaves()
-        upd: list[list] = [[] for _ in pl]
-        some = []
-        for j, cs in enumerate(self.cases):
-            for c in cs:
-                taken = z3.And(self.ev == j, c.guard)
-                some.append(taken)
-                for i, (a, b) in enumerate(zip(pl, c.post.leaves())):
-                    if not b.eq(a):
-                        upd[i].append((taken, b))
-        rel = [self.ev >= 0, self.ev < len(self.events), z3.Or(some)]
-        for a, b, u in zip(pl, ql, upd):
-            t = a
-            for taken, v in reversed(u):
-                t = z3.If(taken, v, t)
-            rel.append(b == t)
-        self.rel = z3.And(rel)
-        self.viol = {}
-        for p in model.properties:
-            bad = [z3.And(self.ev == j, c.guard, z3.Not(c.checks[p])) for j, cs in enumerate(self.cases) for c in cs
-                   if not z3.is_true(z3.simplify(c.checks[p]))]
-            self.viol[p] = z3.Or(bad) if bad else z3.BoolVal(False)
-        self._local = [self.ev, self.k] + list(_STEP_LOCALS.get(str(self.k), {}).values())
-        self._pl, self._ql = pl, ql
-        self.states: list[State] = []
-        self._memo: dict = {}
-
-    def state(self, i: int) -> State:
-        while len(self.states) <= i:
-            self.states.append(State.fresh(self.model.schema, self.ws, f"b{len(self.states)}"))
-        return self.states[i]
-
-    def renaming(self, i: int) -> list:
-        """(generic term, step-i term) pairs: the pre-state is b{i}, the post-state b{i+1}."""
-        if ("ren", i) not in self._memo:
-            pairs = list(zip(self._pl, self.state(i).leaves())) + list(zip(self._ql, self.state(i + 1).leaves()))
-            pairs += [(c, z3.Const(f"{c}@{i}", c.sort())) for c in self._local]
-            self._memo["ren", i] = pairs
-        return self._memo["ren", i]
-
-    def step(self, i: int):
-        if ("step", i) not in self._memo:
-            self._memo["step", i] = z3.substitute(self.rel, *self.renaming(i))
-        return self._memo["step", i]
-
-    def step_as(self, i: int, j: int):
-        """Step ``i`` taken by event ``j`` (the other events' cases simplified away)."""
-        key = ("as", i, j)
-        if key not in self._memo:
-            self._memo[key] = z3.simplify(z3.substitute(self.step(i), (self.at(i, self.ev), z3.IntVal(j))))
-        return self._memo[key]
-
-    def violation_as(self, i: int, j: int, props: list[str]):
-        key = ("vas", i, j, tuple(props))
-        if key not in self._memo:
-            self._memo[key] = z3.simplify(z3.substitute(self.violation(i, props), (self.at(i, self.ev), z3.IntVal(j))))
-        return self._memo[key]
-
-    def violation(self, i: int, props: list[str]):
-        key = ("viol", i, tuple(props))
-        if key not in self._memo:
-            self._memo[key] = z3.substitute(z3.Or([self.viol[p] for p in props]), *self.renaming(i))
-        return self._memo[key]
-
-    def init(self):
-        return z3.And(*self.axioms, z3.substitute(self.model.init(self.pre, self.ws, self.g),
-                                                  *zip(self._pl, self.state(0).leaves())))
-
-    def at(self, i: int, t):
-        if t is self.ev or t is self.k:
-            return z3.Const(f"{t}@{i}", t.sort())
-        return z3.substitute(t, *self.renaming(i))
-
-
-def _interrupt_on(stop, done: threading.Event) -> None:
-    while not done.wait(0.2):
-        if stop.is_set():
-            z3.main_ctx().interrupt()
-            return
-
-
-def _solver():
-    sol = z3.Solver()
-    sol.set("timeout", QUERY_TIMEOUT_MS)
-    sol.set("relevancy", 0)
-    sol.set("arith.solver", 2)
-    return sol
-
-
-LEVELS = (1, 2, 3, 4)
-
-
-@dataclass
-class Search:
-    """What a counterexample search found: a trace, or how many steps it covered without one."""
-    counterexample: Counterexample | None
-    searched: int        # every trace of up to this many events was ruled out (when no counterexample)
-    n: int
-
-
-def search(model: Model, n: int, depth: int, props: list[str] | None = None, stop=None,
-           budget: float | None = None, start: int = 0) -> Search:
-    """A short trace (up to ``depth`` events) from the initial state that violates one of ``props``.
-
-    Every worker's events, each split by table path as in the induction.
-    The search asks, for growing bounds (:data:`LEVELS` above ``start``, then
-    ``depth``), whether some step within the bound violates a property; a
-    trace found is then shortened by dropping events while the rest still
-    ends in a violation (replaying a fixed event sequence is a quick query).
-    ``budget``: seconds before the search gives up; ``stop``: an event that,
-    once set, ends it.
-    """
-    props = list(props or model.properties)
-    deadline = None if budget is None else time.monotonic() + budget
-    u = Unrolling(model, n)
-    if all(z3.is_false(z3.simplify(u.viol[p])) for p in props):
-        return Search(None, depth, n)
-    sol = _solver()
-    sol.add(u.init())
-    done = threading.Event()
-    if stop is not None:
-        threading.Thread(target=_interrupt_on, args=(stop, done), daemon=True).start()
-    searched = 0
-    try:
-        added = 0
-        for bound in [b for b in LEVELS if start < b < depth] + [depth]:
-            while added < bound:
-                sol.add(u.step(added))
-                added += 1
-            if stop is not None and stop.is_set():
-                break
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                sol.set("timeout", int(left * 1000))
-            sol.push()
-            sol.add(z3.Or([u.violation(i, props) for i in range(bound)]))
-            r = sol.check()
-            if r == z3.sat:
-                m = sol.model()
-                last = next(i for i in range(bound) if z3.is_true(m.eval(u.violation(i, props))))
-                seq = [(m.eval(u.at(i, u.ev)).as_long(), m.eval(u.at(i, u.k), model_completion=True).as_long())
-                       for i in range(last + 1)]
-                return Search(_shortest(u, seq, props, stop), last + 1, n)
-            sol.pop()
-            if r == z3.unknown:
-                break
-            searched = bound
-        return Search(None, searched, n)
-    finally:
-        done.set()
-
-
-def bmc(model: Model, n: int, depth: int, props: list[str] | None = None, stop=None) -> Counterexample | None:
-    """:func:`search` without a budget: a trace, or None when none has up to ``depth`` events."""
-    return search(model, n, depth, props, stop).counterexample
-
-
-def _replay(u: Unrolling, events: list[int], props: list[str]):
-    """A model of the event sequence ``events`` (chunk indices free) ending in a violation, or None."""
-    sol = _solver()
-    sol.add(u.init())
-    for i, j in enumerate(events):
-        sol.add(u.step_as(i, j), u.at(i, u.ev) == j)
-    sol.add(u.violation_as(len(events) - 1, events[-1], props))
-    return sol.model() if sol.check() == z3.sat else None
-
-
-def _shortest(u: Unrolling, seq: list[tuple[int, int]], props: list[str], stop) -> Counterexample:
-    """Drop events from ``seq`` (one, else two at a time) while what is left still ends in a violation."""
-    events = [j for j, _k in seq]
-    m = _replay(u, events, props)
-    while len(events) > 1 and not (stop is not None and stop.is_set()):
-        n = len(events)
-        drops = [(i,) for i in reversed(range(n - 1))]
-        if n > LEVELS[-1] + 1:
-            drops += [(i, j) for j in reversed(range(n - 1)) for i in reversed(range(j))]
-        for d in drops:
-            shorter = [e for i, e in enumerate(events) if i not in d]
-            m2 = _replay(u, shorter, props)
-            if m2 is not None:
-                events, m = shorter, m2
-                break
-        else:
-            break
-    return _extract(u, m, len(events), props)
-
-
-def _extract(u: Unrolling, m, steps: int, props: list[str]) -> Counterexample:
-    history: list[TraceStep] = []
-    rows: list[TraceRow] = []
-    prop = props[0]
-    for i in range(steps):
-        ren = u.renaming(i)
-        val = (lambda r: lambda t: m.eval(z3.substitute(t, *r), model_completion=True))(ren)
-        j = val(u.ev).as_long()
-        taken = next(c for c in u.cases[j] if z3.is_true(val(c.guard)))
-        st = TraceStep(i + 1, u.events[j], val(u.k).as_long(), taken.label, u.pre, taken.post, taken.info, val,
-                       history)
-        rows.append(u.model.trace_row(st))
-        history.append(st)
-        if i == steps - 1:
-            prop = next((p for p in props if not z3.is_true(val(taken.checks[p]))), prop)
-    return Counterexample(prop, u.ws.n, rows, u.model.properties[prop])
+def step_locals(k) -> dict[str, tuple]:
+    """{name: (constant, choices)} of the step whose chunk index is ``k``."""
+    return dict(_STEP_LOCALS.get(str(k), {}))

@@ -52,6 +52,8 @@ import z3
 
 from p4gen import ops
 
+from .budget import QUERY_RLIMIT
+
 try:  # the codec lands separately; the contract above is what is proved
     from p4gen.host import codec as _codec
 except ImportError:  # pragma: no cover - codec absent in a partial checkout
@@ -87,14 +89,20 @@ class FPResult:
     seconds: float
     detail: str = ""
 
+    @property
+    def unknown(self) -> bool:
+        """Not proved because a query ran out of its budget (not because of a counterexample)."""
+        return not self.proved and self.detail.startswith("the solver's budget")
 
-def _unsat(solver: z3.Solver) -> tuple[bool, str]:
+
+def _unsat(solver: z3.Solver, rlimit: int = QUERY_RLIMIT) -> tuple[bool, str]:
+    solver.set("rlimit", rlimit)
     r = solver.check()
     if r == z3.unsat:
         return True, ""
     if r == z3.sat:
         return False, f"counterexample: {solver.model()}"
-    return False, f"solver returned {r}"
+    return False, f"the solver's budget (rlimit {rlimit:,}) ran out: {solver.reason_unknown()}"
 
 
 def _limits(ns: list[int], w: int) -> tuple[bool, str]:
@@ -107,7 +115,7 @@ def _limits(ns: list[int], w: int) -> tuple[bool, str]:
     return True, ""
 
 
-def prove_no_overflow(ns: list[int], w: int) -> FPResult:
+def prove_no_overflow(ns: list[int], w: int, rlimit: int = QUERY_RLIMIT) -> FPResult:
     t0 = time.perf_counter()
     from .z3alg import Z3
 
@@ -120,12 +128,12 @@ def prove_no_overflow(ns: list[int], w: int) -> FPResult:
     s = z3.Solver()
     s.add(L >= 0, L <= P, P <= half - 1, absle(S, P - L), absle(q, L))
     s.add(z3.Not(z3.And(signed(stored) == S + q, absle(S + q, P))))
-    ok, detail = _unsat(s)
+    ok, detail = _unsat(s, rlimit)
     ok2, d2 = _limits(ns, w)
     return FPResult("no_overflow", ns, ok and ok2, time.perf_counter() - t0, detail or d2)
 
 
-def prove_error_bound(ns: list[int], w: int) -> FPResult:
+def prove_error_bound(ns: list[int], w: int, rlimit: int = QUERY_RLIMIT) -> FPResult:
     t0 = time.perf_counter()
     # 1. one element: |clip(rint(y)) - y| < 1 whenever |y| < B, L <= B < L + 1
     s = z3.Solver()
@@ -135,19 +143,19 @@ def prove_error_bound(ns: list[int], w: int) -> FPResult:
     s.add(y < B, y > -B, rr - y <= z3.RealVal("1/2"), y - rr <= z3.RealVal("1/2"))
     q = z3.ToReal(z3.If(r > L, L, z3.If(r < -L, -L, r)))
     s.add(z3.Not(z3.And(q - y < 1, y - q < 1)))
-    ok1, d1 = _unsat(s)
+    ok1, d1 = _unsat(s, rlimit)
     # 2. errors in (-1, 1) summed: |D| < j and |d| < 1 give |D + d| < j + 1 (every j; induction from D = 0)
     s2 = z3.Solver()
     D, d, j = z3.Real("D"), z3.Real("d"), z3.Int("j")
     s2.add(j >= 0, D > -z3.ToReal(j), D < z3.ToReal(j), d > -1, d < 1)
     s2.add(z3.Not(z3.And(D + d < z3.ToReal(j) + 1, D + d > -z3.ToReal(j) - 1)))
-    ok2, d2 = _unsat(s2)
+    ok2, d2 = _unsat(s2, rlimit)
     ok3, d3 = _limits(ns, w)
     return FPResult("error_bound", ns, ok1 and ok2 and ok3, time.perf_counter() - t0, d1 or d2 or d3)
 
 
 @functools.lru_cache(maxsize=None)
-def _max_op_is_max() -> tuple[bool, str]:
+def _max_op_is_max(rlimit: int) -> tuple[bool, str]:
     """ops.exponent_op("max") on biased 8-bit fields is the biased max (independent of n and w)."""
     from .z3alg import Z3
 
@@ -160,12 +168,12 @@ def _max_op_is_max() -> tuple[bool, str]:
     stored, ret = ops.exponent_op("max", f1, f2, Z3)
     emax = z3.If(e1 > e2, e1, e2)
     s.add(z3.Not(z3.And(z3.BV2Int(stored) == emax + EXPONENT_BIAS, z3.BV2Int(ret) == emax + EXPONENT_BIAS)))
-    return _unsat(s)
+    return _unsat(s, rlimit)
 
 
-def prove_max_exponent(ns: list[int], w: int) -> FPResult:
+def prove_max_exponent(ns: list[int], w: int, rlimit: int = QUERY_RLIMIT) -> FPResult:
     t0 = time.perf_counter()
-    ok1, d1 = _max_op_is_max()
+    ok1, d1 = _max_op_is_max(rlimit)
     # 2. scaling by the max exponent keeps |x*scale| < B: with u = x/2**e_max and
     #    t = 2**(e_i - e_max) in (0, 1] (because e_i <= e_max), |u| < t; for every B > 0
     u, t, B = z3.Real("u"), z3.Real("t"), z3.Real("B")
@@ -173,13 +181,14 @@ def prove_max_exponent(ns: list[int], w: int) -> FPResult:
     s2.add(B > 0, t > 0, t <= 1, u < t, u > -t)
     y = u * B   # = x * scale
     s2.add(z3.Not(z3.And(y < B, y > -B)))
-    ok2, d2 = _unsat(s2)
+    ok2, d2 = _unsat(s2, rlimit)
     # 3. the biased field of every exponent the codec produces fits 8 bits
     ok3 = 0 <= EXPONENT_MIN + EXPONENT_BIAS and EXPONENT_MAX + EXPONENT_BIAS <= 255
     return FPResult("max_exponent", ns, ok1 and ok2 and ok3, time.perf_counter() - t0, d1 or d2)
 
 
-def prove_all(ns: list[int], w: int) -> dict[str, FPResult]:
-    """Every fixed-point property for the worker counts ``ns`` (one query per property covers all of them)."""
-    return {"no_overflow": prove_no_overflow(ns, w), "error_bound": prove_error_bound(ns, w),
-            "max_exponent": prove_max_exponent(ns, w)}
+def prove_all(ns: list[int], w: int, rlimit: int = QUERY_RLIMIT) -> dict[str, FPResult]:
+    """Every fixed-point property for the worker counts ``ns`` (one query per property covers all of them);
+    ``rlimit``: Z3 resource units per query."""
+    return {"no_overflow": prove_no_overflow(ns, w, rlimit), "error_bound": prove_error_bound(ns, w, rlimit),
+            "max_exponent": prove_max_exponent(ns, w, rlimit)}

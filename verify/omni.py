@@ -168,6 +168,11 @@ class OmniReduce(Model):
     def view(self, s: State, ws: Workers, g) -> "View":
         return View(s, ws)
 
+    def function_choices(self) -> dict[str, tuple]:
+        """What the counterexample search tries for one packet: a block or header-only, and the next offset 1
+        or 2 (so two packets of a round announce equal offsets or either one the smaller)."""
+        return {DATA.name(): (True, False), NX.name(): (1, 2)}
+
     def _prune(self, ws: Workers, w, v):
         key0 = (ws.concrete, isinstance(w, int), v)
 
@@ -195,7 +200,7 @@ class OmniReduce(Model):
             post.sh[v], post.ex[v], post.mn[v] = pa.reg["val"], pa.reg["exp"], pa.reg["mn"]
             info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
                         mn_carried=pa.reg["mn_carried"],
-                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add", "clear")))
+                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add", "clear")), ops=dict(pa.ops))
             guard, checks = self._deliver(s, ws, ev, k, post, info)
             cond = z3.And(pa.cond) if pa.cond else z3.BoolVal(True)
             out.append(Case(z3.And(guard, cond), pa.label, post, checks, info))
@@ -265,7 +270,8 @@ class OmniReduce(Model):
             mn = _offset_text(st.int(st.info["mn_carried"]))
             act = {"multicast": f"multicast result tsi {k + OFF}, next={mn}",
                    "unicast": f"unicast result tsi {k + OFF}, next={mn} to worker {e.worker}",
-                   "absorbed": "absorb (store block/offset), no packet out"}.get(stat, f"drop ({stat})")
+                   "absorbed": f"absorbs (values: {st.info['ops'].get('values')}, next offset: "
+                               f"{st.info['ops'].get('minnext')}), no packet out"}.get(stat, f"drop ({stat})")
             return TraceRow(st.index, e.worker, 0, e.copy, k + OFF, what, act)
         nxt_copy = 0 if self.copy_rule == "zero" else (cur + 1) % 2
         what = f"accepts result of tsi {cur + OFF}; sends round tsi {cur + 1 + OFF} on copy {nxt_copy}"

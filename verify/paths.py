@@ -23,6 +23,7 @@ import z3
 from p4gen import decision, ops
 from p4gen.decision import Codes, DecisionTable
 
+from .budget import FEASIBLE_RLIMIT
 from .workers import Workers
 from .z3alg import Z3, BitsAlgebra, Mask, ValuesAlgebra
 
@@ -69,8 +70,10 @@ def _select(keys, rules, obs: dict[str, Any], codes: Codes, label: Callable[[Any
 
 
 def feasible(conds: list, extra: list = ()) -> bool:
+    """Can the path conditions ``conds`` hold?  Unknown counts as yes: a path kept needlessly costs a query,
+    a path dropped wrongly would leave a case unproved."""
     sol = z3.Solver()
-    sol.set("timeout", 5_000)
+    sol.set("rlimit", FEASIBLE_RLIMIT)
     sol.add(list(conds) + list(extra))
     return sol.check() != z3.unsat
 

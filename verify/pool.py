@@ -3,11 +3,12 @@
 A job is a picklable tuple; :func:`run` executes one in whatever process it
 lands in.  Kinds:
 
-* ``("fixedpoint", ns, w)``: the fixed-point properties for the worker counts ``ns``;
-* ``("words", words)``: the bitmap word-split lemma for every bitmap op;
-* ``("unit", model, lo, hi, i)``: induction unit ``i`` of ``model`` for every n in ``lo..hi``;
-* ``("search", model, n, depth, props, budget, start, channel)``: a counterexample search at n
-  workers, which ends early once its stop channel (see :meth:`Pool.stop`) is set.
+* ``("fixedpoint", ns, w, rlimit)``: the fixed-point properties for the worker counts ``ns``;
+* ``("words", words, rlimit)``: the bitmap word-split lemma for every bitmap op;
+* ``("unit", model, lo, hi, i, rlimit)``: induction unit ``i`` of ``model`` for every n in ``lo..hi``;
+* ``("search", model, n, depth, props, steps, channel)``: a counterexample search at n workers
+  (at most ``steps`` transitions), which ends early once its stop channel (see
+  :meth:`Pool.stop`) is set.
 
 :class:`Pool` keeps at most ``jobs`` of them running (in worker processes
 when ``jobs > 1``), starts the most urgent pending one whenever a slot frees
@@ -28,7 +29,8 @@ from typing import Any, Callable
 
 from . import fixedpoint
 from .cardinality import word_split_lemmas
-from .engine import Model, Prover, search
+from .engine import QUERY_RLIMIT, Model, Prover
+from .explore import search
 from .workers import Workers
 
 _FLAGS: Any = None
@@ -56,11 +58,11 @@ def model_key(model: Model) -> str:
     return json.dumps([type(model).__name__, fields], sort_keys=True, default=str)
 
 
-def prover(model: Model, lo: int, hi: int) -> Prover:
+def prover(model: Model, lo: int, hi: int, rlimit: int = QUERY_RLIMIT) -> Prover:
     """The (cached) prover of ``model`` for every n in lo..hi, its units enumerated."""
-    key = (model_key(model), lo, hi)
+    key = (model_key(model), lo, hi, rlimit)
     if key not in _PROVERS:
-        p = Prover(model, Workers.between(lo, hi))
+        p = Prover(model, Workers.between(lo, hi), rlimit)
         p.units()
         _PROVERS[key] = p
     return _PROVERS[key]
@@ -71,16 +73,16 @@ def run(job: tuple) -> tuple[Any, float]:
     t0 = time.perf_counter()
     kind = job[0]
     if kind == "fixedpoint":
-        res: Any = fixedpoint.prove_all(job[1], job[2])
+        res: Any = fixedpoint.prove_all(job[1], job[2], job[3])
     elif kind == "words":
-        res = word_split_lemmas(job[1])
+        res = word_split_lemmas(job[1], job[2])
     elif kind == "unit":
-        _, model, lo, hi, i = job
-        p = prover(model, lo, hi)
+        _, model, lo, hi, i, rlimit = job
+        p = prover(model, lo, hi, rlimit)
         res = p.check(p.units()[i])
     elif kind == "search":
-        _, model, n, depth, props, budget, start, channel = job
-        res = search(model, n, depth, props, stop=_Stop(channel), budget=budget, start=start)
+        _, model, n, depth, props, steps, channel = job
+        res = search(model, n, depth, props, stop=_Stop(channel), budget=steps)
     else:
         raise KeyError(f"job kind {kind!r}")
     return res, time.perf_counter() - t0

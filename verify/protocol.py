@@ -168,11 +168,11 @@ class SwitchML(Model):
         w, v = ev.worker, ev.copy
         # how far ahead of the stored chunk the switch takes a tsi: 2 * slot_count in tsi units, at least
         # two chunks of this slot (tsi = slot + k * window, window <= slot_count) in the model's units
-        bound = step_local(k, f"window{v}")
+        bound = step_local(k, f"window{v}", choices=_bounds)
         far = ev.kind == "deliver_far"
         extra = [bound >= 2]
         if far:
-            ahead = step_local(k, f"ahead{v}")
+            ahead = step_local(k, f"ahead{v}", choices=_aheads)
             extra.append(ahead >= 1)
             pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N + self.counter_delta,
                          values=Shares.packet(ws, w, k, JUNK),
@@ -189,7 +189,7 @@ class SwitchML(Model):
             post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
             post.sh[v], post.ex[v] = pa.reg["val"], pa.reg["exp"]
             info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
-                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add")))
+                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add")), ops=dict(pa.ops))
             if far:
                 guard, checks = self._deliver_far(s, ws, ev, post, info, extra)
             else:
@@ -291,7 +291,7 @@ class SwitchML(Model):
             stat = self.stats[st.int(st.info["stat"])]
             act = {"multicast": f"multicast result labelled {chunk(k)}",
                    "unicast": f"unicast result labelled {chunk(k)} to worker {e.worker}",
-                   "absorbed": "add contribution, no packet out"}.get(stat, f"drop ({stat})")
+                   "absorbed": f"{_took(st.info)}, no packet out"}.get(stat, f"drop ({stat})")
             return TraceRow(st.index, e.worker, slot, e.copy, chunk(k), what, act)
         nxt_copy = 0 if self.copy_rule == "zero" else (cur + 1) % 2
         if e.kind == "recv":
@@ -300,6 +300,26 @@ class SwitchML(Model):
             what = (f"accepts an old result (no label check) as chunk {chunk(cur)}'s; "
                     f"sends chunk {chunk(cur + 1)} on copy {nxt_copy}")
         return TraceRow(st.index, e.worker, slot, nxt_copy, chunk(cur), what, "-")
+
+
+def _took(info: dict) -> str:
+    """What the values step did with an absorbed packet, in words."""
+    op = info.get("ops", {}).get("values", "add")
+    return {"add": "adds the contribution", "write": "stores the contribution (first of the round)",
+            "clear": "stores zeros (the sum starts over)"}.get(op, f"takes no contribution (values: {op})")
+
+
+def _bounds(depth: int) -> tuple:
+    """Window bounds the search tries: a chunk op only asks whether a newer tsi's gap exceeds the bound, and in
+    ``depth`` steps no packet's tsi is more than ``depth + 1`` ahead of a chunk register (a far frame's tsi is
+    always beyond the bound), so 2 and ``depth + 2`` give every outcome."""
+    return (2, depth + 2)
+
+
+def _aheads(depth: int) -> tuple:
+    """How far beyond the bound a corrupted frame's tsi is: only its order against the tsi of later packets
+    (at most ``depth + 1``) can matter, and 1..depth reach every value up to ``depth + 2`` and one above."""
+    return tuple(range(1, depth + 1))
 
 
 # ---------------------------------------------------------------------------

@@ -51,7 +51,7 @@ class MutantLine:
     n: int
     seconds: float
     counterexample: Counterexample | None
-    depth: int
+    reach: str             # how far the search went (when it found no trace)
 
     @property
     def refuted(self) -> bool:
@@ -60,11 +60,15 @@ class MutantLine:
     def to_json(self) -> dict[str, Any]:
         return {"mutant": self.name, "variant": self.variant, "description": self.description, "n": self.n,
                 "refuted": self.refuted, "seconds": round(self.seconds, 3),
+                "search": self.reach if self.counterexample is None else "",
                 "counterexample": self.counterexample.to_json() if self.counterexample else None}
 
     def print(self, out: Callable[[str], Any]) -> None:
         cex = self.counterexample
-        status = f"refuted ({cex.prop}, {cex.steps} steps)" if cex else f"NOT REFUTED within {self.depth} steps"
+        if cex is None:
+            status = f"NOT REFUTED: no counterexample within {self.reach}"
+        else:
+            status = f"refuted ({cex.prop}, {cex.steps} steps)"
         out(f"mutant/{self.name:<36} n={self.n:<8} {status:<40} {self.seconds:7.2f}s")
         if cex:
             for row in cex.format():
@@ -81,6 +85,7 @@ class VerifyReport:
     mutants: list[MutantLine] = field(default_factory=list)
     seconds: float = 0.0
     jobs: int = 1
+    budget: str = ""
 
     @property
     def ok(self) -> bool:
@@ -91,4 +96,4 @@ class VerifyReport:
         return {"ok": self.ok, "variant": self.variant, "fifo": self.fifo, "assumptions": self.assumptions,
                 "n_required": [self.required[0], self.required[-1]] if self.required else [],
                 "properties": [l.to_json() for l in self.lines], "mutants": [m.to_json() for m in self.mutants],
-                "seconds": round(self.seconds, 3), "jobs": self.jobs}
+                "seconds": round(self.seconds, 3), "jobs": self.jobs, "budget": self.budget}
