@@ -20,13 +20,13 @@ EXPECTED = {
     "exponent_last_writer": ("exact_result", 2),
     "last_absorbed": ("completion_multicast", 2),
     "retransmission_multicast": ("retransmission_unicast", 3),
-    "mid_write": ("exact_result", 3),
+    "mid_write": ("contributions_kept", 2),              # the write takes the first contribution out
     "add_write_swapped": ("exact_result", 2),
     "hardened_no_bitmap_check": ("exact_result", 2),
     "hardened_no_stale_drop": ("far_tsi_ignored", 1),      # older and far-ahead frames both report lt
     "hardened_last_absorbed": ("completion_multicast", 2),
     "hardened_retransmission_multicast": ("retransmission_unicast", 3),
-    "hardened_mid_write": ("exact_result", 3),
+    "hardened_mid_write": ("contributions_kept", 2),
     "hardened_add_write_swapped": ("exact_result", 2),
     "hardened_unbounded_advance": ("far_tsi_ignored", 1),
     "omni_minnext_last_writer": ("min_next", 2),
@@ -37,11 +37,22 @@ EXPECTED = {
     "omni_last_absorbed": ("completion_multicast", 2),
     "omni_retransmission_multicast": ("retransmission_unicast", 3),
     "omni_mid_write": ("exact_result", 3),
+    # deadlocks: the trace shows the packet the slot loses, and then that no retransmission is ever answered
+    "counter_never_resets": ("retransmission_answered", 3),
+    "hardened_equal_tsi_restarts": ("contributions_kept", 2),
+    "hardened_bitmap_set_not_reset": ("progress", 10),
+    "hardened_new_chunk_not_counted": ("progress", 1),
+    "hardened_counter_never_counts": ("progress", 1),
+    "omni_equal_tsi_restarts": ("contributions_kept", 2),
+    "omni_bitmap_set_not_reset": ("progress", 10),
 }
+DEADLOCKS = {name for name, (prop, _) in EXPECTED.items()
+             if name in {m.name for m in CATALOGUE if m.deadlock}}
 
 
 def test_catalogue():
     assert {m.name for m in CATALOGUE} == set(EXPECTED)
+    assert len(DEADLOCKS) == 7 and {m.variant for m in CATALOGUE if m.deadlock} == set(VARIANTS)
     for v in VARIANTS:
         names = {m.name for m in of_variant(v)}
         # the two normal-path mutants exist for every protocol and variant
@@ -58,6 +69,13 @@ def test_mutant_refuted(mutant):
     prop, steps = EXPECTED[mutant.name]
     text = "\n".join(cex.format())
     assert cex.prop == prop and 1 <= cex.steps <= steps, text
+    if mutant.deadlock:
+        # after the trace, every worker's retransmission is dropped: the slot never completes again
+        assert cex.deadlock and "never completes again" in text, text
+        assert len(cex.tail) >= mutant.n and all("drop" in r.action or "no packet out" in r.action
+                                                  for r in cex.tail[-mutant.n:]), text
+        assert {r.worker for r in cex.tail[-mutant.n:]} == set(range(mutant.n)), text
+    assert "step  worker  slot  copy  chunk/tsi  event" in text and f"violates {prop}" in text
     last = cex.rows[-1]
     if prop == "completion_multicast":
         # the completing contribution is taken and nothing goes out

@@ -177,6 +177,11 @@ class Model:
         worker has sent so far)."""
         return z3.IntVal(0), self.waiting(s, ws, ev.worker)
 
+    def sends_result(self, case: "Case"):
+        """The step of ``case`` sends a result (multicast or unicast)."""
+        mc, uc = case.info.get("mc"), case.info.get("uc")
+        return z3.Or(mc, uc) if mc is not None else z3.BoolVal(False)
+
     def function_choices(self) -> dict[str, tuple]:
         """For each uninterpreted function the cases apply, the values the search tries for one application."""
         return {}
@@ -343,23 +348,33 @@ class Counterexample:
     rows: list[TraceRow]
     statement: str = ""
     note: str = ""
+    deadlock: str = ""          # why the slot never completes again after the trace (see explore.deadlock)
+    tail: list[TraceRow] = field(default_factory=list)   # rows after the violation that show the deadlock
 
     @property
     def steps(self) -> int:
         return len(self.rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {"property": self.prop, "n": self.n, "steps": self.steps, "note": self.note,
-                "trace": [r.__dict__ for r in self.rows]}
+        d = {"property": self.prop, "n": self.n, "steps": self.steps, "note": self.note,
+             "trace": [r.__dict__ for r in self.rows]}
+        if self.deadlock:
+            d["deadlock"] = self.deadlock
+            d["deadlock_trace"] = [r.__dict__ for r in self.tail]
+        return d
 
     def format(self) -> list[str]:
         head = ("step", "worker", "slot", "copy", "chunk/tsi", "event", "switch action")
         rows = [head] + [(str(r.step), str(r.worker), str(r.slot), str(r.copy), str(r.chunk), r.event, r.action)
-                         for r in self.rows]
+                         for r in self.rows + self.tail]
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         out = ["  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
         out.insert(1, "  " + "  ".join("-" * wd for wd in widths))
+        if self.tail:
+            out.insert(2 + len(self.rows), f"  violates {self.prop} at step {self.steps}; then:")
         out.append(f"  violates {self.prop}: {self.statement}" + (f" ({self.note})" if self.note else ""))
+        if self.deadlock:
+            out.append(f"  deadlock: {self.deadlock}")
         return out
 
 

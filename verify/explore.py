@@ -33,6 +33,16 @@ The search is bounded by *work*, never by time: ``budget`` transitions
 same model, depth and budget give the same answer on any machine at any
 load.  A search that stops at its budget says so (:attr:`Search.budget_hit`)
 and how deep it got.
+
+Deadlock.  A violation of a progress property (``progress``,
+``contributions_kept``, ``retransmission_answered``: a packet the protocol
+needs was lost to the slot) is followed by :func:`_deadlock`: from the state
+after the trace, allowing workers to take the results already on their way,
+is there a state from which *no order* of the workers' retransmissions (each
+worker resends the packet of the chunk it waits for, as it does on a timeout)
+ever lets a worker move on?  If so, the counterexample says so, with every
+worker's retransmission from that state as the trace's tail: the slot never
+completes again, whatever the network delivers of what the workers still send.
 """
 
 from __future__ import annotations
@@ -48,6 +58,9 @@ from .concrete import Compiler, Undecided, value_of
 from .engine import Counterexample, Model, State, TraceRow, TraceStep, step_locals
 from .workers import Workers
 
+LIVENESS = ("progress", "contributions_kept", "retransmission_answered")
+DEADLOCK_DEPTH = 8            # worker moves and retransmissions tried before the deadlock check gives up
+CLOSURE_STATES = 20_000       # states of one retransmission closure
 
 
 @dataclass
@@ -84,6 +97,7 @@ class _Event:
         self.slots = [i for i, (name, _) in enumerate(ex.free) if name in used]
         self.guards = [ex.compiler.compile([c.guard]) for c in self.cases]
         self.bodies = [ex.compiler.compile(c.post.leaves() + [c.checks[p] for p in ex.props]) for c in self.cases]
+        self.sends = [ex.compiler.compile([ex.model.sends_result(c)]) for c in self.cases]
         lo, hi = ex.model.chunk_range(ex.pre, ex.ws, ev)
         self.krange = ex.compiler.compile([lo, hi])
         self.uses_k = "k" in used
@@ -294,4 +308,106 @@ def _path(parent: dict, s: tuple) -> list[tuple]:
 def _counterexample(ex: Explorer, path: list[tuple], prop: str, budget: int) -> Counterexample:
     history: list[TraceStep] = []
     rows = ex.trace(path, history, prop)
-    return Counterexample(prop, ex.ws.n, rows, ex.model.properties[prop])
+    cex = Counterexample(prop, ex.ws.n, rows, ex.model.properties[prop])
+    if prop in LIVENESS:
+        found = deadlock(ex, path[-1][-1], budget)
+        if found is not None:
+            tail, cex.deadlock = found
+            cex.tail = ex.trace(tail, history)
+    return cex
+
+
+# ---------------------------------------------------------------------------
+# deadlock
+
+def _retransmissions(ex: Explorer, s: tuple):
+    """(step, answered) for every worker's resend of the packet of the chunk it waits for from ``s`` (every
+    copy and window choice); ``answered``: the switch sends a result (which that worker accepts)."""
+    env = s[:-1] + (0,) * len(ex.free)
+    waits = ex.waiting(env, _no_functions)
+    for e in ex.compiled:
+        if e.ev.kind != "deliver":
+            continue
+        for ch in ex.choices(e, s):
+            if ch[0] != waits[e.ev.worker]:
+                continue
+            for ci, post, _checks in ex.successors(e, s, ch):
+                env2 = s[:-1] + ch
+                yield (s, e.j, ch, ci, post), bool(e.sends[ci](env2, _table_fn(post))[0])
+
+
+def _table_fn(post: tuple):
+    table = dict(post[-1])
+
+    def fn(name, *args):
+        return table[(name, args)]
+    return fn
+
+
+def _stuck(ex: Explorer, s: tuple) -> int | None:
+    """The number of states the workers' retransmissions can reach from ``s`` when none of those
+    retransmissions is ever answered; None when one is (or the states are too many to tell)."""
+    seen = {s}
+    todo = [s]
+    while todo:
+        x = todo.pop()
+        for step, answered in _retransmissions(ex, x):
+            if answered:
+                return None
+            post = step[-1]
+            if post not in seen:
+                if len(seen) >= CLOSURE_STATES:
+                    return None
+                seen.add(post)
+                todo.append(post)
+    return len(seen)
+
+
+def deadlock(ex: Explorer, s: tuple, budget: int) -> tuple[list[tuple], str] | None:
+    """From state ``s`` (after a trace), a way to a deadlock state: (the steps to it, then one retransmission
+    of every worker; the reason in words), or None when none turns up within :data:`DEADLOCK_DEPTH` steps
+    (of workers taking a result or retransmitting).
+
+    A deadlock state: the results already on their way may be lost (the network may lose any packet), and
+    then, in whatever order the workers' retransmissions arrive, the switch never answers one."""
+    parent: dict[tuple, tuple | None] = {s: None}
+    frontier = [s]
+    for _d in range(DEADLOCK_DEPTH + 1):
+        nxt = []
+        for x in frontier:
+            size = _stuck(ex, x)
+            if size is not None:
+                path = _path(parent, x)
+                tail, y = [], x
+                for w in ex.ws.ids():
+                    step = next((st for st, _a in _retransmissions(ex, y) if ex.events[st[1]].worker == w), None)
+                    if step is not None:
+                        tail.append(step)
+                        y = step[-1]
+                where = "the end of the trace" if not path else f"step {len(path)} after it"
+                text = (f"from {where} on, once the results already on their way are lost, the switch answers "
+                        f"no worker's retransmission of the chunk it waits for, in whatever order they arrive "
+                        f"({size} state{'s' if size != 1 else ''} reachable that way): the slot never completes "
+                        f"again")
+                return path + tail, text
+            for step in _worker_steps(ex, x):
+                post = step[-1]
+                if post not in parent:
+                    parent[post] = step[:4]
+                    nxt.append(post)
+            if ex.steps > 2 * budget:
+                return None
+        frontier = nxt
+    return None
+
+
+def _worker_steps(ex: Explorer, s: tuple):
+    """Retransmissions, and workers taking a result (the model's events that are not deliveries)."""
+    for step, _a in _retransmissions(ex, s):
+        yield step
+    for e in ex.compiled:
+        if e.ev.kind.startswith("deliver"):
+            continue
+        for ch in ex.choices(e, s):
+            for ci, post, _checks in ex.successors(e, s, ch):
+                yield (s, e.j, ch, ci, post)

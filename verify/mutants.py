@@ -10,6 +10,7 @@ checks that every one is refuted with a concrete trace from the initial state.
 
 from __future__ import annotations
 
+import copy
 import importlib
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable
@@ -101,6 +102,17 @@ def header_only_adds(table: DecisionTable) -> DecisionTable:
     return _edited(f)(table)
 
 
+def equal_as_newer(table: DecisionTable) -> DecisionTable:
+    """Hardened and OmniReduce: a tsi equal to the copy's chunk is taken as a new chunk (the new-chunk test
+    is >=, not >): every step treats cmp=eq as it treats cmp=gt."""
+    t = table.to_dict()
+    for st in t["steps"] + [t["outcome"]]:
+        newer = [dict(copy.deepcopy(r), match={**r["match"], "cmp": "eq"}) for r in st["rules"]
+                 if r["match"].get("cmp") == "gt"]
+        st["rules"] = newer + st["rules"]
+    return DecisionTable.from_dict(t)
+
+
 def _table(f: Callable[[DecisionTable], DecisionTable]) -> Callable[[Model], Model]:
     return lambda m: replace(m, table=f(m.table))
 
@@ -117,6 +129,7 @@ class Mutant:
     description: str
     apply: Callable[[Model], Model]
     n: int = 2          # the worker count the trace needs (a round has a middle contribution from n = 3 on)
+    deadlock: bool = False   # the table strands the slot: its trace must end in a deadlock
 
 
 _ABSORB = lambda t: set_outcome(t, "multicast", "drop", "absorbed")  # noqa: E731
@@ -151,6 +164,9 @@ CATALOGUE: list[Mutant] = [
     Mutant("mid_write", _REFERENCE, "a mid-round contribution writes instead of adds", _table(_MID_WRITE), 3),
     Mutant("add_write_swapped", _REFERENCE, "the first contribution adds and the later ones write",
            _table(_SWAP)),
+    Mutant("counter_never_resets", _REFERENCE,
+           "the counter counts up to n and stays there (inc_sat, not inc_mod): it never resets for the copy's next "
+           "chunk", _table(lambda t: set_op(t, "counter", "inc_mod", "inc_sat")), deadlock=True),
     # SwitchML, hardened table
     Mutant("hardened_no_bitmap_check", _HARDENED, "hardened: contributions are added even when the bit is set",
            _table(drop_seen)),
@@ -164,6 +180,18 @@ CATALOGUE: list[Mutant] = [
            _table(_MID_WRITE), 3),
     Mutant("hardened_add_write_swapped", _HARDENED, "hardened: the first contribution adds and the later ones write",
            _table(_SWAP)),
+    Mutant("hardened_equal_tsi_restarts", _HARDENED,
+           "hardened: a tsi equal to the copy's chunk restarts the round (a new chunk needs >=, not >)",
+           _table(equal_as_newer), deadlock=True),
+    Mutant("hardened_bitmap_set_not_reset", _HARDENED,
+           "hardened: a new chunk sets the worker's bit without clearing the others' (set, not reset_set)",
+           _table(lambda t: set_op(t, "bitmap", "reset_set", "set", cmp="gt")), deadlock=True),
+    Mutant("hardened_new_chunk_not_counted", _HARDENED,
+           "hardened: the counter row of a new chunk is the stale one (nop, not reset_one)",
+           _table(lambda t: set_op(t, "counter", "reset_one", "nop", cmp="gt")), deadlock=True),
+    Mutant("hardened_counter_never_counts", _HARDENED,
+           "hardened: a contribution for the current chunk only probes the counter (probe_full, not inc_sat)",
+           _table(lambda t: set_op(t, "counter", "inc_sat", "probe_full")), deadlock=True),
     Mutant("hardened_unbounded_advance", _HARDENED,
            "hardened: a newer tsi moves the copy on however far ahead it is (advance, not advance_window)",
            _table(lambda t: set_op(t, "chunk", "advance_window", "advance"))),
@@ -184,6 +212,12 @@ CATALOGUE: list[Mutant] = [
     Mutant("omni_retransmission_multicast", _OMNIREDUCE,
            "the answer to a retransmission is multicast to every worker", _table(_MULTICAST_ANSWER)),
     Mutant("omni_mid_write", _OMNIREDUCE, "a mid-round block writes instead of adds", _table(_MID_WRITE), 3),
+    Mutant("omni_equal_tsi_restarts", _OMNIREDUCE,
+           "a tsi equal to the copy's round restarts the round (a new round needs >=, not >)",
+           _table(equal_as_newer), deadlock=True),
+    Mutant("omni_bitmap_set_not_reset", _OMNIREDUCE,
+           "a new round sets the worker's bit without clearing the others' (set, not reset_set)",
+           _table(lambda t: set_op(t, "bitmap", "reset_set", "set", cmp="gt")), deadlock=True),
 ]
 
 def _variants() -> dict[str, protocols.Variant]:

@@ -79,6 +79,10 @@ PROPERTIES: dict[str, str] = {
                             "multicast to the job's workers (every one of them, no one else)",
     "retransmission_unicast": "a packet whose round the copy has already counted for its worker is never "
                               "multicast: the answer to a retransmission goes to its sender only",
+    "progress": "a worker's packet for the round it waits for is counted in the copy or answered with the result: "
+                "it is never dropped while the copy lacks it",
+    "contributions_kept": "no packet takes out of a copy the packet of a worker that still waits for that round's "
+                          "result",
 }
 
 DATA = z3.Function("omni_data", z3.IntSort(), z3.IntSort(), z3.BoolSort())
@@ -233,6 +237,9 @@ class OmniReduce(Model):
         checks["retransmission_answered"] = z3.Implies(z3.And(k == s.cur.get(w), s.ex[v].exact(ws, k)), sent)
         checks["completion_multicast"] = z3.Implies(z3.And(z3.Not(s.ex[v].exact(ws, k)), post.ex[v].exact(ws, k)), mc)
         checks["retransmission_unicast"] = z3.Implies(held, z3.Not(mc))
+        checks["progress"] = z3.Implies(k == s.cur.get(w), z3.Or(post.ex[v].at(w).is_one(k), sent))
+        checks["contributions_kept"] = ws.all(lambda u: z3.Implies(s.ex[v].at(u).is_one(s.cur.get(u)),
+                                                                   post.ex[v].at(u).is_one(s.cur.get(u))))
         return z3.And(guard), checks
 
     def _receive(self, s: State, ws: Workers, ev: Event) -> list[Case]:

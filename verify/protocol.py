@@ -72,6 +72,10 @@ PROPERTIES: dict[str, str] = {
                             "the result multicast to the job's workers (every one of them, no one else)",
     "retransmission_unicast": "a packet whose contribution the sum already holds is never multicast: the "
                               "answer to a retransmission goes to its sender only",
+    "progress": "a worker's packet for the chunk it waits for is added to the copy's sum or answered with the "
+                "result: it is never dropped while the sum lacks it",
+    "contributions_kept": "no packet takes out of a copy's sum the contribution of a worker that still waits for "
+                          "that chunk's result",
 }
 
 # tables that keep a chunk per copy (hardened) also answer for frames far ahead of it
@@ -203,6 +207,7 @@ class SwitchML(Model):
         """A corrupted frame of worker ev.worker: a tsi beyond the bound, junk values; the worker state stays."""
         v = ev.copy
         checks = {p: z3.BoolVal(True) for p in self.properties}
+        checks["contributions_kept"] = _kept(ws, s, post, v)
         same = [post.chk[u] == s.chk[u] for u in (0, 1)] + [post.cnt[u] == s.cnt[u] for u in (0, 1)]
         same += [post.bm[u].eq_terms(s.bm[u]) for u in (0, 1)]
         same += [post.sh[v].same(ws, s.sh[v]), post.ex[v].same(ws, s.ex[v])]
@@ -238,6 +243,8 @@ class SwitchML(Model):
         checks["retransmission_answered"] = z3.Implies(z3.And(k == s.cur.get(w), s.sh[v].exact(ws, k)), z3.Or(mc, uc))
         checks["completion_multicast"] = z3.Implies(z3.And(z3.Not(s.sh[v].exact(ws, k)), post.sh[v].exact(ws, k)), mc)
         checks["retransmission_unicast"] = z3.Implies(held, z3.Not(mc))
+        checks["progress"] = z3.Implies(k == s.cur.get(w), z3.Or(post.sh[v].at(w).is_one(k), mc, uc))
+        checks["contributions_kept"] = _kept(ws, s, post, v)
         return z3.And(guard), checks
 
     def _receive(self, s: State, ws: Workers, ev: Event) -> list[Case]:
@@ -307,6 +314,11 @@ def _took(info: dict) -> str:
     op = info.get("ops", {}).get("values", "add")
     return {"add": "adds the contribution", "write": "stores the contribution (first of the round)",
             "clear": "stores zeros (the sum starts over)"}.get(op, f"takes no contribution (values: {op})")
+
+
+def _kept(ws: Workers, s: State, post: State, v: int):
+    """Every contribution copy v holds for the chunk its worker waits for is still there after the step."""
+    return ws.all(lambda u: z3.Implies(s.sh[v].at(u).is_one(s.cur.get(u)), post.sh[v].at(u).is_one(s.cur.get(u))))
 
 
 def _bounds(depth: int) -> tuple:

@@ -52,14 +52,15 @@ class MutantLine:
     seconds: float
     counterexample: Counterexample | None
     reach: str             # how far the search went (when it found no trace)
+    deadlock: bool = False  # a deadlock mutant: refuted only by a trace that ends in a deadlock
 
     @property
     def refuted(self) -> bool:
-        return self.counterexample is not None
+        return self.counterexample is not None and (not self.deadlock or bool(self.counterexample.deadlock))
 
     def to_json(self) -> dict[str, Any]:
         return {"mutant": self.name, "variant": self.variant, "description": self.description, "n": self.n,
-                "refuted": self.refuted, "seconds": round(self.seconds, 3),
+                "refuted": self.refuted, "seconds": round(self.seconds, 3), "deadlock": self.deadlock,
                 "search": self.reach if self.counterexample is None else "",
                 "counterexample": self.counterexample.to_json() if self.counterexample else None}
 
@@ -68,7 +69,8 @@ class MutantLine:
         if cex is None:
             status = f"NOT REFUTED: no counterexample within {self.reach}"
         else:
-            status = f"refuted ({cex.prop}, {cex.steps} steps)"
+            status = (f"refuted ({cex.prop}, {cex.steps} steps" + (", then a deadlock)" if cex.deadlock else ")")
+                      + ("" if self.refuted else "; NOT REFUTED as a deadlock"))
         out(f"mutant/{self.name:<36} n={self.n:<8} {status:<40} {self.seconds:7.2f}s")
         if cex:
             for row in cex.format():

@@ -163,7 +163,8 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
         out(f"mutants of the {label} table (each must be refuted by a concrete trace):")
         for m in muts:
             found, dt = results[f"mutant/{m.name}"]
-            ml = MutantLine(m.name, label, m.description, m.n, dt, found.counterexample, found.reach())
+            ml = MutantLine(m.name, label, m.description, m.n, dt, found.counterexample, found.reach(),
+                            m.deadlock)
             rep.mutants.append(ml)
             ml.print(out)
     if workers and (lo, hi) != (2, c.max_workers):
@@ -204,7 +205,7 @@ def _protocol_lines(group: str, state: _Run, unit_res: list, results: dict, word
         if proved[p]:
             lines.append(PropertyLine(group, p, PROVED, t, required))
         elif cex is not None and cex.prop == p:
-            detail = f"{cex.steps} steps at n={cex.n}"
+            detail = f"{cex.steps} steps at n={cex.n}" + (", then a deadlock" if cex.deadlock else "")
             lines.append(PropertyLine(group, p, COUNTEREXAMPLE, t, [cex.n], detail, cex))
         else:
             if bad_ops:
