@@ -11,7 +11,7 @@ from p4gen import decision, ops
 from p4gen import protocols
 from p4gen.verify import cardinality, engine, paths
 from p4gen.verify.mutants import base_model
-from p4gen.verify.workers import Vec, Workers, ground
+from p4gen.verify.workers import UnplacedQuantifier, Vec, Workers, ground
 from p4gen.verify.z3alg import BitSet, BitsAlgebra, Mask, Shares
 
 VERIFY = Path(__file__).resolve().parents[1] / "verify"
@@ -44,6 +44,61 @@ def test_ground_keeps_hypothesis_existentials():
     hyp = ws.some(lambda u: z3.Select(arr, u))
     assert _valid(ws, hyp, ws.some(lambda u: z3.Select(arr, u)), [])
     assert not _valid(ws, hyp, ws.all(lambda u: z3.Select(arr, u)), [])
+
+
+def _quantifiers(f) -> int:
+    seen, todo, count = set(), [f], 0
+    while todo:
+        e = todo.pop()
+        if e.get_id() in seen:
+            continue
+        seen.add(e.get_id())
+        count += z3.is_quantifier(e) and not e.is_lambda()
+        todo.extend([e.body()] if z3.is_quantifier(e) else e.children())
+    return count
+
+
+def test_an_exists_under_a_forall_gets_its_own_witness_in_every_instance():
+    """Every worker u has some worker v with f(u) == g(v): nothing says v is a worker the query names.
+
+    Expanding the inner exists by its syntax, as a disjunction over the named workers a and b, would assert
+    f(a) == g(a) or f(a) == g(b), and with the two disequalities below turn a satisfiable hypothesis (n = 3,
+    the third worker is a's witness) into a contradiction: a wrong proof.  By polarity the exists is
+    existential, so each instance gets a fresh witness."""
+    ws = Workers.between(2, 4)
+    a = z3.Int("a")
+    b = z3.If(a == 0, z3.IntVal(1), z3.IntVal(0))
+    f, g = z3.Function("f", z3.IntSort(), z3.IntSort()), z3.Function("g", z3.IntSort(), z3.IntSort())
+    hyp = z3.And(ws.in_range(a), ws.all(lambda u: ws.some(lambda v: f(u) == g(v))), f(a) != g(a), f(a) != g(b))
+    grounded, _ = ground(hyp, ws, [a, b])
+    assert _quantifiers(hyp) == 2 and _quantifiers(grounded) == 0
+    sol = z3.Solver()
+    sol.add(grounded)
+    assert sol.check() == z3.sat
+    # the same clause as a goal: its negation puts the forall in existential position, the exists in universal
+    goal = ws.all(lambda u: ws.some(lambda v: v == u))
+    assert _valid(ws, z3.BoolVal(True), goal, [a])
+
+
+def test_a_quantifier_under_an_if_then_else_follows_its_branch():
+    ws = Workers.between(2, 8)
+    a, p = z3.Int("a"), z3.Bool("p")
+    arr = z3.Array("z", z3.IntSort(), z3.IntSort())
+    hyp = z3.And(ws.in_range(a), p, z3.If(p, ws.all(lambda u: z3.Select(arr, u) >= 3), ws.some(lambda u: z3.Select(arr, u) < 0)))
+    assert _valid(ws, hyp, z3.Select(arr, a) >= 3, [a])
+    assert not _valid(ws, hyp, z3.Select(arr, a) >= 4, [a])
+
+
+@pytest.mark.parametrize("where", ["ite condition", "boolean ==", "xor", "lambda body"])
+def test_a_quantifier_with_no_single_polarity_is_refused(where):
+    ws = Workers.between(2, 8)
+    arr = z3.Array("w", z3.IntSort(), z3.BoolSort())
+    q = ws.all(lambda u: z3.Select(arr, u))
+    p, x = z3.Bool("p"), z3.Int("x")
+    formula = {"ite condition": z3.If(q, x > 0, x < 0), "boolean ==": q == p, "xor": z3.Xor(q, p),
+               "lambda body": z3.Select(z3.Lambda([x], z3.And(q, x > 0)), 1)}[where]
+    with pytest.raises(UnplacedQuantifier, match="no single polarity|both polarities"):
+        ground(z3.And(p, formula), ws, [x])
 
 
 def test_concrete_workers_are_finite_conjunctions():

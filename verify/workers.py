@@ -15,20 +15,30 @@ worker set, in one of two forms:
 
 Quantifiers never reach the solver.  :func:`ground` turns a query
 (hypothesis and negated goal, one formula) into a quantifier-free one that
-is satisfiable whenever the original is:
+is satisfiable whenever the original is.  What it does with a quantifier
+follows the quantifier's *polarity*: whether the query asserts it (an even
+number of negations above it, counting the left of an implication as one)
+or denies it.  ``forall`` asserted and ``exists`` denied are *universal*;
+``exists`` asserted and ``forall`` denied are *existential*.
 
-* a quantifier the query asserts existentially (``some`` where the formula
-  holds, ``all`` where it is negated) becomes its body at a fresh worker id,
-  a Skolem constant (sound: it is the same formula up to satisfiability);
-  Skolem constants of alternatives of one disjunction share a name, which is
-  also sound (``exists u. A(u) or exists u. B(u)`` is ``exists u. A(u) or
-  B(u)``);
-* a quantifier the query asserts universally becomes the conjunction of its
-  body at every worker id the query names: the acting worker and every
-  Skolem constant.  That is weaker than the quantifier, so an unsat answer
-  stays an unsat answer of the original query (the converse may fail: a
-  query can be unknown-by-instantiation, which reports a failed clause, never
-  a wrong proof).
+* an existential quantifier becomes its body at a fresh worker id, a Skolem
+  constant (sound: the same formula up to satisfiability).  Outside every
+  universal quantifier, the Skolem constants of alternatives of one
+  disjunction share a name, which is also sound (``exists u. A(u) or exists
+  u. B(u)`` is ``exists u. A(u) or B(u)``); those are the query's *Skolem
+  terms*.  Inside a universal quantifier each instance gets its own constant
+  (``forall u. exists v. P(u, v)`` at ids t1, t2 is ``P(t1, c1) and
+  P(t2, c2)``), and those constants are not Skolem terms;
+* a universal quantifier becomes its body at every worker id the query names:
+  the acting worker, one other worker and the Skolem terms (a conjunction
+  for ``forall`` asserted, a disjunction for ``exists`` denied).  That is
+  weaker than the quantifier, so an unsat answer stays an unsat answer of
+  the original query (the converse may fail: a query can be unknown by
+  instantiation, which reports a failed clause, never a wrong proof);
+* a quantifier whose polarity is not one or the other (under an
+  if-then-else's condition, either side of a Boolean ``==``, ``xor`` or
+  ``distinct``, inside a term) cannot be placed: :func:`ground` raises
+  :class:`UnplacedQuantifier` rather than guess.
 """
 
 from __future__ import annotations
@@ -179,11 +189,46 @@ class Vec:
 # ---------------------------------------------------------------------------
 # quantifier grounding
 
+class UnplacedQuantifier(ValueError):
+    """A quantifier in a position with no single polarity (see the module docstring)."""
+
+
+def _quantifier(e) -> bool:
+    """A quantifier over a Boolean body (not a lambda, which is a term)."""
+    return z3.is_quantifier(e) and not e.is_lambda()
+
+
+def _connective(e) -> bool:
+    return z3.is_and(e) or z3.is_or(e) or z3.is_not(e) or z3.is_implies(e) or (
+        z3.is_app_of(e, z3.Z3_OP_ITE) and z3.is_bool(e))
+
+
 class _Grounder:
-    def __init__(self, in_range: Callable[[Any], Any]):
-        self.in_range = in_range
+    def __init__(self):
         self.pool: list = []
         self.memo: dict = {}
+        self.quantified: dict[int, bool] = {}
+
+    def has_quantifier(self, e) -> bool:
+        """Does ``e`` hold a quantifier over a Boolean body (a lambda only if its body holds one)?"""
+        i = e.get_id()
+        if i not in self.quantified:
+            self.memo["q", i] = e            # keeps e alive, so its id is not reused within this query
+            kids = [e.body()] if z3.is_quantifier(e) else e.children()
+            self.quantified[i] = _quantifier(e) or any(self.has_quantifier(c) for c in kids)
+        return self.quantified[i]
+
+    def placeable(self, e) -> None:
+        """Raise unless every quantifier in ``e`` sits under connectives that give it one polarity."""
+        if not self.has_quantifier(e) or _quantifier(e):
+            return
+        if _connective(e):
+            if z3.is_app_of(e, z3.Z3_OP_ITE) and self.has_quantifier(e.arg(0)):
+                raise UnplacedQuantifier(f"a quantifier in an if-then-else's condition has both polarities: "
+                                         f"{str(e.arg(0))[:120]}")
+            return
+        what = "a lambda's body" if z3.is_quantifier(e) else f"{e.decl().name()}"
+        raise UnplacedQuantifier(f"a quantifier under {what} has no single polarity: {str(e)[:120]}")
 
     def skolem(self, i: int):
         while len(self.pool) <= i:
@@ -191,7 +236,7 @@ class _Grounder:
         return self.pool[i]
 
     def walk(self, e, pos: bool, i: int):
-        """(e with existentially asserted quantifiers skolemised, next free Skolem index)."""
+        """(e with the existential quantifiers outside every universal one skolemised, next free Skolem index)."""
         key = (e.get_id(), pos, i)
         if key in self.memo:
             return self.memo[key][1]
@@ -200,67 +245,87 @@ class _Grounder:
         return out
 
     def _walk(self, e, pos: bool, i: int):
-        if z3.is_quantifier(e):
+        if not self.has_quantifier(e):
+            return e, i
+        self.placeable(e)
+        if _quantifier(e):
             if e.num_vars() != 1:
                 raise TypeError("one bound worker per quantifier")
-            if e.is_forall() != pos:      # asserted existentially: a Skolem constant
+            if e.is_forall() != pos:      # existential: a Skolem constant
                 return self.walk(z3.substitute_vars(e.body(), self.skolem(i)), pos, i + 1)
-            return e, i                   # asserted universally: instantiated by ``expand``
-        if z3.is_and(e) or z3.is_or(e):
-            kids = e.children()
-            if z3.is_and(e) == pos:       # a conjunction as asserted: Skolem constants one after another
-                out = []
-                for c in kids:
-                    c2, i = self.walk(c, pos, i)
-                    out.append(c2)
-                return (z3.And(out) if z3.is_and(e) else z3.Or(out)), i
-            out, top = [], i              # alternatives: they may share Skolem constants
-            for c in kids:
-                c2, j = self.walk(c, pos, i)
-                out.append(c2)
-                top = max(top, j)
-            return (z3.And(out) if z3.is_and(e) else z3.Or(out)), top
+            return e, i                   # universal: instantiated by ``expand``
+        kids = e.children()
         if z3.is_not(e):
-            c, i = self.walk(e.arg(0), not pos, i)
+            c, i = self.walk(kids[0], not pos, i)
             return z3.Not(c), i
+        if z3.is_app_of(e, z3.Z3_OP_ITE):  # the condition is quantifier-free (placeable): alternatives
+            a, j = self.walk(kids[1], pos, i)
+            b, k = self.walk(kids[2], pos, i)
+            return z3.If(kids[0], a, b), max(j, k)
         if z3.is_implies(e):
-            a, j = self.walk(e.arg(0), not pos, i)
+            a, j = self.walk(kids[0], not pos, i)
             if pos:                       # not a or b: alternatives
-                b, k = self.walk(e.arg(1), pos, i)
+                b, k = self.walk(kids[1], pos, i)
                 return z3.Implies(a, b), max(j, k)
-            b, k = self.walk(e.arg(1), pos, j)
+            b, k = self.walk(kids[1], pos, j)
             return z3.Implies(a, b), k
-        return e, i
+        if z3.is_and(e) == pos:           # a conjunction as asserted: Skolem constants one after another
+            out = []
+            for c in kids:
+                c2, i = self.walk(c, pos, i)
+                out.append(c2)
+            return (z3.And(out) if z3.is_and(e) else z3.Or(out)), i
+        out, top = [], i                  # alternatives: they may share Skolem constants
+        for c in kids:
+            c2, j = self.walk(c, pos, i)
+            out.append(c2)
+            top = max(top, j)
+        return (z3.And(out) if z3.is_and(e) else z3.Or(out)), top
 
-    def expand(self, e, terms: list):
-        key = ("x", e.get_id())
+    def expand(self, e, pos: bool, terms: list):
+        """``e`` without quantifiers: universal ones instantiated at ``terms``, existential ones (all inside a
+        universal one by now) at a fresh constant per instance."""
+        key = ("x", e.get_id(), pos)
         if key in self.memo:
             return self.memo[key][1]
-        if z3.is_quantifier(e):
-            body = [z3.substitute_vars(e.body(), t) for t in terms]
-            body = [self.expand(b, terms) for b in body]
-            out = z3.And(body) if e.is_forall() else z3.Or(body)
-        elif z3.is_app(e) and e.sort() == z3.BoolSort() and (z3.is_and(e) or z3.is_or(e) or z3.is_not(e)
-                                                              or z3.is_implies(e)):
-            kids = [self.expand(c, terms) for c in e.children()]
-            out = e.decl()(*kids) if not z3.is_and(e) and not z3.is_or(e) else (
-                z3.And(kids) if z3.is_and(e) else z3.Or(kids))
-        else:
-            out = e
+        out = self._expand(e, pos, terms)
         self.memo[key] = (e, out)
         return out
+
+    def _expand(self, e, pos: bool, terms: list):
+        if not self.has_quantifier(e):
+            return e
+        self.placeable(e)
+        if _quantifier(e):
+            if e.num_vars() != 1:
+                raise TypeError("one bound worker per quantifier")
+            if e.is_forall() == pos:      # universal: every named id
+                body = [self.expand(z3.substitute_vars(e.body(), t), pos, terms) for t in terms]
+                return z3.And(body) if e.is_forall() else z3.Or(body)
+            c = z3.Int(f"_sk{next(_fresh)}")   # existential inside a universal instance: its own witness
+            return self.expand(z3.substitute_vars(e.body(), c), pos, terms)
+        kids = e.children()
+        if z3.is_not(e):
+            return z3.Not(self.expand(kids[0], not pos, terms))
+        if z3.is_implies(e):
+            return z3.Implies(self.expand(kids[0], not pos, terms), self.expand(kids[1], pos, terms))
+        if z3.is_app_of(e, z3.Z3_OP_ITE):
+            return z3.If(kids[0], self.expand(kids[1], pos, terms), self.expand(kids[2], pos, terms))
+        out = [self.expand(c, pos, terms) for c in kids]
+        return z3.And(out) if z3.is_and(e) else z3.Or(out)
 
 
 def ground(formula, ws: Workers, named: list) -> tuple[Any, list]:
     """A quantifier-free formula satisfiable whenever ``formula`` is (see the module docstring).
 
     ``named``: the worker ids the query is about (the acting worker).
-    Returns (formula, Skolem constants) -- every id the universal
-    quantifiers were instantiated at is ``named`` plus those constants.
+    Returns (formula, Skolem terms) -- every id the universal quantifiers
+    were instantiated at is ``named`` plus those terms.  Raises
+    :class:`UnplacedQuantifier` for a quantifier with no single polarity.
     """
     if ws.concrete:
         return formula, []
-    g = _Grounder(ws.in_range)
+    g = _Grounder()
     f, used = g.walk(formula, True, 0)
     sks = g.pool[:used]
-    return g.expand(f, list(named) + sks), sks
+    return g.expand(f, True, list(named) + sks), sks
