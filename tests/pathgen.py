@@ -186,8 +186,8 @@ def _op_reports(role: str, op: str, n: int) -> set[str]:
     """Every observation ``op`` of ``role`` reports, over small register values (n workers)."""
     got: set[str] = set()
     if role == "chunk":
-        for stored, tsi in itertools.product(range(3), repeat=2):
-            got.add(ops.CMP_NAMES[ops.chunk_op(op, stored, tsi)[1]])
+        for stored, tsi in itertools.product(range(3), repeat=2):     # bound 2: every gap here is within it
+            got.add(ops.CMP_NAMES[ops.chunk_op(op, stored, tsi, ops.INT, 2)[1]])
     elif role == "bitmap":
         for this, other, mask in itertools.product(range(4), range(4), (1, 2)):
             got.add("1" if ops.bitmap_op(op, this, other, mask, 2)[2] else "0")
