@@ -243,9 +243,10 @@ _HARDENED: dict[str, Any] = {
 _OMNIREDUCE: dict[str, Any] = {
     "assumption": _HARDENED["assumption"],
     "steps": [
-        # rounds of a stream skip the blocks every worker holds as zero: their tsi gaps have no bound
-        {"name": "chunk", "role": "chunk", "keys": [], "yields": "cmp",
-         "rules": [{"match": {}, "op": "advance"}]},
+        # a slot's rounds are numbered like SwitchML's chunks (p4gen.host.omni_worker: tsi moves on by two of
+        # the job's windows from one use of a copy to the next, however many zero blocks a stream skips), so the
+        # advance is bounded as in the hardened table and one far-ahead frame is dropped as stale
+        _HARDENED["steps"][0],
         _HARDENED["steps"][1],
         _HARDENED["steps"][2],
         _HARDENED["steps"][3],

@@ -97,7 +97,7 @@ class OmniNet(Net):
             total = (total + x) & ((1 << width) - 1)
         self.expected = total.reshape(blocks, k).astype(np.uint64)
         self.any_nz = self.nz.any(axis=0)
-        self.S = min(window, blocks)
+        self.S, self.window = min(window, blocks), window
         self.workers = [OmniWorker(L, x, job=JOB, window=window, n_workers=n,
                                    src=P.Endpoint(a.mac, a.ip, a.udp_port), dst=SWITCH, mode="int",
                                    timeout=0.01, backoff=2.0, max_timeout=0.08)
@@ -117,14 +117,22 @@ class OmniNet(Net):
                 return b
         return NONE
 
-    def _block_of(self, tsi: int) -> int:
-        return tsi - 2                                     # tsi_base 0: tsi = 1 + (block + 1)
+    def _block_of(self, tsi: int, j: int) -> int:
+        """The block of slot j's round whose tsi is ``tsi`` (tsi_base 0: tsi = 1 + j + window * round; round 0
+        is the discovery round, -1; round r >= 1 is the stream's r-th block some worker holds); -2 if none."""
+        rho, off = divmod(tsi - 1 - j, self.window)
+        blocks = [b for b in range(j, len(self.any_nz), self.S) if self.any_nz[b]] if j < self.S else []
+        if off or rho < 0 or rho > len(blocks):
+            return -2
+        return -1 if rho == 0 else blocks[rho - 1]
 
     # -- properties -------------------------------------------------------------
     def check_sent(self, w: int, frame: bytes) -> None:
         agg, payload = self.workers[w].frames.parse_contribution(frame)
-        b = self._block_of(agg["tsi"])
         j = agg["pool_index"] & ((1 << int(self.layout.params.slot_bits)) - 1)
+        b = self._block_of(agg["tsi"], j)
+        if b == -2:
+            raise ResultMismatch(f"worker {w} sent tsi {agg['tsi']} on slot {j}, no round of that slot")
         if b >= 0 and not self.any_nz[b]:
             raise ResultMismatch(f"worker {w} sent a round for block {b}, which is zero for every worker")
         if b >= 0 and b % self.S != j:
@@ -152,8 +160,8 @@ class OmniNet(Net):
     def check_switch_result(self, frame: bytes) -> None:
         r = self.workers[0].frames.parse_result(frame)
         self.results_seen += 1
-        b = self._block_of(r.tsi)
         j = r.pool_index & ((1 << int(self.layout.params.slot_bits)) - 1)
+        b = self._block_of(r.tsi, j)
         if not -1 <= b < len(self.expected):
             raise ResultMismatch(f"switch emitted a result for tsi {r.tsi}, which no worker sent")
         values = r.values(self.layout).astype(np.uint64)

@@ -91,8 +91,8 @@ def test_round_sequence_tsi_and_next_encoding():
     fr = w.frames
     first = w.start(0.0)
     sent = [fr.parse_contribution(f) for f in first]
-    # discovery: header-only, tsi = 1, next = the first non-zero block of the stream
-    assert [(a["tsi"], a["pool_index"], a["next"], p) for a, p in sent] == [(1, 0, 2, None), (1, 1, 3, None)]
+    # discovery: header-only, tsi = 1 + slot (round 0), next = the first non-zero block of the stream
+    assert [(a["tsi"], a["pool_index"], a["next"], p) for a, p in sent] == [(1, 0, 2, None), (2, 1, 3, None)]
 
     def result(tsi, pool, nxt, values=np.zeros(8, np.int64)):
         f = bytearray(fr.reference(tsi, pool, 0, nxt, True, np.asarray(values).astype(">u4").tobytes()))
@@ -106,20 +106,20 @@ def test_round_sequence_tsi_and_next_encoding():
         w.receive(result(1, 0, 4), 0.0)                    # would skip this worker's block 2
     nxt = w.receive(result(1, 0, 2), 0.0)
     a, p = fr.parse_contribution(nxt[0])
-    # block 2 on copy 1 with data, tsi = 1 + (2 + 1), no further block in the stream
-    assert (a["tsi"], a["pool_index"], a["next"], a["flags"]) == (4, 1 << 15, NONE, 1)
+    # block 2 on copy 1 with data, tsi = 1 + slot 0 + window * round 1, no further block in the stream
+    assert (a["tsi"], a["pool_index"], a["next"], a["flags"]) == (3, 1 << 15, NONE, 1)
     assert p == np.full(8, 7, ">u4").tobytes()
     assert w.complete.tolist() == [True, False, False, False, False, False]   # block 0 skipped
-    assert w.receive(result(4, 1 << 15, NONE, np.full(8, 9)), 0.0) == []
+    assert w.receive(result(3, 1 << 15, NONE, np.full(8, 9)), 0.0) == []
     assert w.complete.tolist() == [True, False, True, False, True, False]
     assert w.tick(0.01) == [first[1]]                      # stream 1 still at discovery
     assert w.tick(0.025) == [] and w.tick(0.03) == [first[1]]
     with pytest.raises(OmniProtocolError, match="beyond"):
-        w.receive(result(1, 1, NONE), 0.04)               # would skip this worker's block 3
-    (b3,) = w.receive(result(1, 1, 3), 0.04)
-    assert fr.parse_contribution(b3)[0]["tsi"] == 5
+        w.receive(result(2, 1, NONE), 0.04)               # would skip this worker's block 3
+    (b3,) = w.receive(result(2, 1, 3), 0.04)
+    assert fr.parse_contribution(b3)[0]["tsi"] == 4
     assert not w.done and w.outstanding() == {1: 3}
-    assert w.receive(result(5, (1 << 15) | 1, NONE, np.full(8, 14)), 0.05) == []
+    assert w.receive(result(4, (1 << 15) | 1, NONE, np.full(8, 14)), 0.05) == []
     assert w.done and w.outstanding() == {}
     assert codec.from_wire(w.result(), 32).tolist() == [0] * 16 + [9] * 8 + [14] * 8 + [0] * 16
 
@@ -140,8 +140,8 @@ def test_round_sequence_finishes():
         return bytes(f)
 
     (b1,) = w.receive(result(1, 1, 0, np.zeros(8, np.int64)))
-    assert fr.parse_contribution(b1)[0]["tsi"] == 3
-    assert w.receive(result(3, NONE, 1 << 15, np.arange(8) - 4)) == []
+    assert fr.parse_contribution(b1)[0]["tsi"] == 2
+    assert w.receive(result(2, NONE, 1 << 15, np.arange(8) - 4)) == []
     assert w.done
     assert codec.from_wire(w.result(), 32).tolist() == [0] * 8 + list(range(-4, 4))
 

@@ -37,6 +37,7 @@ EXPECTED = {
     "omni_last_absorbed": ("completion_multicast", 2),
     "omni_retransmission_multicast": ("retransmission_unicast", 3),
     "omni_mid_write": ("exact_result", 3),
+    "omni_unbounded_advance": ("far_tsi_ignored", 1),
     # deadlocks: the trace shows the packet the slot loses, and then that no retransmission is ever answered
     "counter_never_resets": ("retransmission_answered", 3),
     "hardened_equal_tsi_restarts": ("contributions_kept", 2),

@@ -1,7 +1,7 @@
 """OmniReduce coordination model: events, state, properties and invariant (run by :mod:`p4gen.verify.engine`).
 
 The OmniReduce table (``p4gen.decision._OMNIREDUCE``) is the hardened
-SwitchML table (per-copy round register ``advance``, bitmap ``reset_set`` /
+SwitchML table (per-copy round register ``advance_window``, bitmap ``reset_set`` /
 ``set``, counter ``reset_one`` / ``inc_sat`` / ``probe_full``, exponent) plus
 a ``minnext`` step (smallest next non-zero block offset of the round) and a
 ``values`` step that also keys on the packet's ``data`` observation (block
@@ -12,11 +12,18 @@ Model (one slot; slots are independent for the reasons given in
 :mod:`p4gen.verify.protocol`: every register is indexed by slot or (slot,
 copy), and a stream runs on one slot and reacts only to that slot's results):
 
-* rounds ``k = 0, 1, ...`` of the stream; round k uses copy ``k mod 2`` and
-  ``tsi = k + 1``.  The real tsi of a stream grows strictly and is at least
-  1 while the round register starts at 0; the switch only compares tsi
-  values with each other and with that 0 (``advance``: gt / eq / lt), so
-  any strictly increasing positive sequence behaves exactly like k + 1;
+* rounds ``k = 0, 1, ...`` of the slot; round k uses copy ``k mod 2`` and
+  ``tsi = k + 1``, in units of the job's window: the worker's real tsi is
+  ``tsi_base + 1 + slot + window * k`` (``p4gen.host.omni_worker``), at
+  least 1 while the round register starts at 0.  The switch compares tsi
+  values with each other and with that 0, and takes a newer one only within
+  its bound (``advance_window``: ``2 * slot_count``); the model's bound is a
+  fresh integer >= 2 per delivery, as in :mod:`p4gen.verify.protocol`, which
+  covers every window up to ``slot_count``: a copy's round moves on by 2
+  (two windows) and the first round of each copy is at most 2 ahead of 0;
+* a corrupted frame (``deliver_far``): from a registered worker, any time,
+  on either copy, its tsi more than the bound ahead of the copy's round, its
+  values, exponent, block flag and next offset junk;
 * what worker u sends in round k is fixed by two uninterpreted functions:
   ``DATA(u, k)`` (it has a non-zero block: a data packet, else header-only)
   and ``NX(u, k)`` (its next offset, ``0xFFFFFFFF`` = none).  Every choice of
@@ -53,8 +60,9 @@ import z3
 from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
-from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep
+from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
 from .paths import Packet, feasible, outcome, table_paths
+from .protocol import FAR_PROPERTIES, _aheads, _bounds
 from .workers import Workers, define, sel
 from .z3alg import EMPTY, JUNK, ONE, BitSet, Mask, Share, Shares
 
@@ -128,10 +136,14 @@ class OmniReduce(Model):
     slots: int = 64                # display only
     codes: Codes = STANDARD_CODES  # the plan's observation and outcome codes
     stats: tuple[str, ...] = tuple(STATS)     # the plan's packet counter indices
+    far_frames: bool = True        # a registered worker's corrupted frame far ahead (deliver_far)
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    properties = PROPERTIES
     schema = SCHEMA
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return {**PROPERTIES, **FAR_PROPERTIES} if self.far_frames else PROPERTIES
 
     @property
     def group(self) -> str:
@@ -164,6 +176,8 @@ class OmniReduce(Model):
         if self.copy_rule != "zero":
             ev.append(Event("deliver", w, 1))
         ev.append(Event("recv", w))
+        if self.far_frames:
+            ev += [Event("deliver_far", w, v) for v in (0, 1)]
         return ev
 
     def bitmaps(self, s: State) -> list[BitSet]:
@@ -177,42 +191,68 @@ class OmniReduce(Model):
         or 2 (so two packets of a round announce equal offsets or either one the smaller)."""
         return {DATA.name(): (True, False), NX.name(): (1, 2)}
 
-    def _prune(self, ws: Workers, w, v):
-        key0 = (ws.concrete, isinstance(w, int), v)
+    def _prune(self, ws: Workers, w, v, kind: str, extra: list):
+        key0 = (ws.concrete, isinstance(w, int), v, kind)
 
         def ok(path_ops: tuple, cond: list) -> bool:
             key = key0 + path_ops
             if key not in self._feasible:
-                self._feasible[key] = feasible(cond)
+                self._feasible[key] = feasible(cond, extra)
             return self._feasible[key]
         return ok
 
     def cases(self, s: State, ws: Workers, g, ev: Event, k, prune: bool) -> list[Case]:
-        if ev.kind != "deliver":
+        if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
-        data = data_of(w, k)
-        vals = Shares.packet(ws, w, k, z3.If(data, ONE, JUNK))
-        pkt = Packet(tsi=k + OFF, mask=Mask(w), n=ws.N, values=vals, exponent=Shares.packet(ws, w, k),
-                     nxt=next_of(w, k), obs={"data": z3.If(data, z3.IntVal(1), z3.IntVal(0))})
+        bound = step_local(k, f"window{v}", choices=_bounds)
+        extra = [bound >= 2]
+        far = ev.kind == "deliver_far"
+        if far:
+            ahead = step_local(k, f"ahead{v}", choices=_aheads)
+            junk_data = step_local(k, f"junk_data{v}", choices=lambda depth: (0, 1))
+            junk_next = step_local(k, f"junk_next{v}", choices=lambda depth: (1, 2))
+            extra += [ahead >= 1, junk_data >= 0, junk_data <= 1, junk_next >= 0, junk_next <= NONE_OFFSET]
+            pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N, values=Shares.packet(ws, w, k, JUNK),
+                         exponent=Shares.packet(ws, w, k, JUNK), nxt=junk_next, obs={"data": junk_data}, bound=bound)
+        else:
+            data = data_of(w, k)
+            vals = Shares.packet(ws, w, k, z3.If(data, ONE, JUNK))
+            pkt = Packet(tsi=k + OFF, mask=Mask(w), n=ws.N, values=vals, exponent=Shares.packet(ws, w, k),
+                         nxt=next_of(w, k), obs={"data": z3.If(data, z3.IntVal(1), z3.IntVal(0))}, bound=bound)
         regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
                 "exp": s.ex[v], "mn": s.mn[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self.codes, self._prune(ws, w, v) if prune else None):
+        for pa in table_paths(self.table, ws, regs, pkt, self.codes,
+                              self._prune(ws, w, v, ev.kind, extra) if prune else None):
             post = s.clone()
             post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
             post.sh[v], post.ex[v], post.mn[v] = pa.reg["val"], pa.reg["exp"], pa.reg["mn"]
             info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
                         mn_carried=pa.reg["mn_carried"],
                         contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add", "clear")), ops=dict(pa.ops))
-            guard, checks = self._deliver(s, ws, ev, k, post, info)
+            if far:
+                guard, checks = self._deliver_far(s, ws, ev, post, info)
+            else:
+                guard, checks = self._deliver(s, ws, ev, k, post, info)
             cond = z3.And(pa.cond) if pa.cond else z3.BoolVal(True)
-            out.append(Case(z3.And(guard, cond), pa.label, post, checks, info))
+            out.append(Case(z3.And(guard, *extra, cond), pa.label, post, checks, info))
         return out
+
+    def _deliver_far(self, s: State, ws: Workers, ev: Event, post: State, info: dict):
+        """A corrupted frame of worker ev.worker: a tsi beyond the bound, junk; the workers' state stays."""
+        v = ev.copy
+        checks = {p: z3.BoolVal(True) for p in self.properties}
+        checks["contributions_kept"] = _kept(ws, s, post, v)
+        same = [post.chk[u] == s.chk[u] for u in (0, 1)] + [post.cnt[u] == s.cnt[u] for u in (0, 1)]
+        same += [post.bm[u].eq_terms(s.bm[u]) for u in (0, 1)] + [post.mn[v] == s.mn[v]]
+        same += [post.sh[v].same(ws, s.sh[v]), post.ex[v].same(ws, s.ex[v])]
+        checks["far_tsi_ignored"] = z3.And(*same, z3.Not(info["mc"]), z3.Not(info["uc"]))
+        return z3.BoolVal(True), checks
 
     def _deliver(self, s: State, ws: Workers, ev: Event, k, post: State, info: dict):
         w, v = ev.worker, ev.copy
-        checks = {p: z3.BoolVal(True) for p in PROPERTIES}
+        checks = {p: z3.BoolVal(True) for p in self.properties}
         guard = [k >= 0, k <= s.cur.get(w), next_of(w, k) >= 0, next_of(w, k) <= NONE_OFFSET]
         if self.copy_rule == "round":
             guard.append(k % 2 == v)
@@ -238,13 +278,12 @@ class OmniReduce(Model):
         checks["completion_multicast"] = z3.Implies(z3.And(z3.Not(s.ex[v].exact(ws, k)), post.ex[v].exact(ws, k)), mc)
         checks["retransmission_unicast"] = z3.Implies(held, z3.Not(mc))
         checks["progress"] = z3.Implies(k == s.cur.get(w), z3.Or(post.ex[v].at(w).is_one(k), sent))
-        checks["contributions_kept"] = ws.all(lambda u: z3.Implies(s.ex[v].at(u).is_one(s.cur.get(u)),
-                                                                   post.ex[v].at(u).is_one(s.cur.get(u))))
+        checks["contributions_kept"] = _kept(ws, s, post, v)
         return z3.And(guard), checks
 
     def _receive(self, s: State, ws: Workers, ev: Event) -> list[Case]:
         w = ev.worker
-        checks = {p: z3.BoolVal(True) for p in PROPERTIES}
+        checks = {p: z3.BoolVal(True) for p in self.properties}
         checks["exact_accept"] = z3.Not(s.abad.get(w))
         post = s.clone()
         nxt = s.cur.get(w) + 1
@@ -263,6 +302,12 @@ class OmniReduce(Model):
     def trace_row(self, st: TraceStep) -> TraceRow:
         e = st.event
         cur = st.int(st.pre.cur.get(e.worker))
+        if e.kind == "deliver_far":
+            stat = decision.STATS[st.int(st.info["stat"])]
+            act = {"multicast": "multicast result", "unicast": f"unicast result to worker {e.worker}",
+                   "absorbed": "takes the frame, no packet out"}.get(stat, f"drop ({stat})")
+            return TraceRow(st.index, e.worker, 0, e.copy, "far ahead",
+                            "corrupted frame with a tsi more than two windows ahead of the copy's round arrives", act)
         if e.kind == "deliver":
             k = st.k
             has = st.true(data_of(e.worker, z3.IntVal(k)))
@@ -283,6 +328,11 @@ class OmniReduce(Model):
         nxt_copy = 0 if self.copy_rule == "zero" else (cur + 1) % 2
         what = f"accepts result of tsi {cur + OFF}; sends round tsi {cur + 1 + OFF} on copy {nxt_copy}"
         return TraceRow(st.index, e.worker, 0, nxt_copy, cur + OFF, what, "-")
+
+
+def _kept(ws: Workers, s: State, post: State, v: int):
+    """Every packet copy v has counted for the round its worker waits for is still counted after the step."""
+    return ws.all(lambda u: z3.Implies(s.ex[v].at(u).is_one(s.cur.get(u)), post.ex[v].at(u).is_one(s.cur.get(u))))
 
 
 def _offset_text(x: int) -> str:

@@ -15,20 +15,27 @@ padded with zeros); a block is *non-zero* for a worker when some
 skipped; with a larger threshold, blocks under it are dropped from the sum).
 With ``S = min(window, blocks)`` slots, block ``b`` belongs to *stream*
 ``b mod S``, which runs on slot ``b mod S`` of the job.  Each stream is an
-independent sequence of rounds on its slot; round ``r`` uses copy
-``(r + copies[j]) mod 2`` (``copies`` is all zeros unless given).
+independent sequence of rounds on its slot.  ``copies[j]`` is the number of
+rounds slot ``j`` ran before this all-reduce (all zeros unless given); round
+``r`` of this one is the slot's round ``rho = copies[j] + r`` and uses copy
+``rho mod 2``.
 
 Encoding (all offsets are *global* block indices; a stream only ever names
 its own blocks, so the switch's minimum stays inside the stream):
 
 * ``agg.next``: the sender's next non-zero block of this stream after the
   round's block, ``0xFFFFFFFF`` when it has none;
-* ``agg.tsi = tsi_base + 1 + pos`` with ``pos = 0`` for the stream's
-  *discovery* round and ``pos = b + 1`` for the round of block ``b``.  It
-  grows strictly along a stream (so the hardened per-copy chunk register
-  orders the rounds), never collides between two rounds of one slot (so a
-  result names its round), and is at least 1 (the switch's registers start
-  at 0, and a first packet must look new);
+* ``agg.tsi = tsi_base + 1 + j + window * rho`` for slot ``j``'s round
+  ``rho`` (round 0 of a stream is its *discovery* round; which block a
+  round is about is the previous result's ``next``).  It grows strictly
+  along a slot's rounds (so the per-copy chunk register orders them), never
+  collides between two rounds of one slot (so a result names its round), is
+  at least 1 (the switch's registers start at 0, and a first packet must
+  look new), and moves on by exactly ``2 * window`` from one use of a slot
+  copy to the next, however many zero blocks the stream skips: the switch
+  takes a newer tsi only that far ahead (``advance_window``, bound
+  ``2 * slot_count``, with ``window <= slot_count``), so one frame with a
+  corrupted, far-ahead tsi is dropped as stale instead of stranding the copy;
 * ``agg.flags`` bit 0: the packet carries block ``b``'s values (data header
   follows) or not (header-only).
 
@@ -64,9 +71,10 @@ raw wire integers; the result is their exact wrap-around sum.  With
 the reserved exponent ``codec.EXPONENT_FLAG`` in its discovery rounds; every
 worker's :attr:`flagged` is then set.
 
-A later all-reduce on the same slots passes ``tsi_base=next_tsi_base`` and
-``copies=next_copies``: its tsi are above every tsi of this one, and each
-slot goes on alternating its copy from where it stopped.
+A later all-reduce on the same slots passes ``tsi_base=next_tsi_base`` (the
+same base) and ``copies=next_copies`` (each slot's rounds so far): each slot
+goes on with its next round, its tsi above every tsi it used and its copy
+alternating from where it stopped.
 """
 
 from __future__ import annotations
@@ -98,16 +106,18 @@ class OmniWorker(Worker):
                          tsi_base=tsi_base, timeout=timeout, backoff=backoff, max_timeout=max_timeout, flag=flag,
                          rtt=rtt)
         copies = [0] * self.window if copies is None else [int(c) for c in copies]
-        if len(copies) != self.window or any(c not in (0, 1) for c in copies):
-            raise WorkerError(f"copies must give the first copy (0 or 1) of each of the {self.window} slots")
+        if len(copies) != self.window or any(c < 0 for c in copies):
+            raise WorkerError(f"copies must give the rounds each of the {self.window} slots ran so far (>= 0)")
         self._copy0 = copies
         if threshold < 0:
             raise WorkerError(f"threshold={threshold} must be >= 0")
         self.threshold = threshold
         self.frames = OmniFrames(layout, src, dst, job)
         nb = self.chunks
-        if not 0 <= self.tsi_base or self.tsi_base + 1 + nb > 0xFFFFFFFF:
-            raise WorkerError(f"tsi_base={self.tsi_base} + {nb} blocks does not fit the 32-bit tsi")
+        # a stream has at most nb + 1 rounds (discovery and one per block)
+        if not 0 <= self.tsi_base or self.tsi_base + self.window * (max(copies) + nb + 2) > 0xFFFFFFFF:
+            raise WorkerError(f"tsi_base={self.tsi_base} with {max(copies)} rounds done and {nb} blocks to go does "
+                              f"not fit the 32-bit tsi (window {self.window})")
         self.streams = S = min(self.window, nb)
         if self.mode == "float":
             mag = np.abs(self._blocks)
@@ -139,22 +149,22 @@ class OmniWorker(Worker):
         i = bisect.bisect_right(mine, after)
         return mine[i] if i < len(mine) else NONE
 
-    def _tsi(self, block: int) -> int:
-        return (self.tsi_base + 1 + (block + 1)) & 0xFFFFFFFF
+    def _tsi(self, j: int) -> int:
+        """tsi of slot ``j``'s outstanding round."""
+        return self.tsi_base + 1 + j + self.window * (self._copy0[j] + self._round[j])
 
     def _pool(self, j: int, r: int) -> int:
         return (((r + self._copy0[j]) & 1) << self.slot_bits) | j
 
     @property
     def next_tsi_base(self) -> int:
-        """``tsi_base`` of the next all-reduce on these slots: above every tsi this one used."""
-        return self.tsi_base + self.chunks + 1
+        """``tsi_base`` of the next all-reduce on these slots: the same (``next_copies`` carries the rounds)."""
+        return self.tsi_base
 
     @property
     def next_copies(self) -> list[int]:
-        """``copies`` of the next all-reduce on these slots: each slot's copy after its last round."""
-        return [(c + (self.rounds_per_stream[j] if j < self.streams else 0)) & 1
-                for j, c in enumerate(self._copy0)]
+        """``copies`` of the next all-reduce on these slots: each slot's rounds so far."""
+        return [c + (self.rounds_per_stream[j] if j < self.streams else 0) for j, c in enumerate(self._copy0)]
 
     def pool_index(self, t: int) -> int:
         """Pool index of the outstanding round of slot ``t`` (streams, not SwitchML indices)."""
@@ -171,7 +181,7 @@ class OmniWorker(Worker):
         b = self._block[j]
         data = b >= 0 and bool(self.nonzero[b])
         nxt = self._my_next(j, b)
-        f = self.frames.contribution(self._tsi(b), self._pool(j, self._round[j]), self._exp[j], nxt,
+        f = self.frames.contribution(self._tsi(j), self._pool(j, self._round[j]), self._exp[j], nxt,
                                      self._payload(j, b) if data else None)
         self.stats.extra["data_frames" if data else "header_frames"] += 1
         return f
@@ -220,7 +230,7 @@ class OmniWorker(Worker):
         r, j = got
         s = self._slots[j]
         b = self._block[j]
-        if s.t < 0 or r.tsi != self._tsi(b) or r.pool_index != self._pool(j, self._round[j]):
+        if s.t < 0 or r.tsi != self._tsi(j) or r.pool_index != self._pool(j, self._round[j]):
             self.stats.ignored += 1
             return []
         m = r.next

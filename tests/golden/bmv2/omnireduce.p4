@@ -29,7 +29,7 @@ const bit<8> STAT_DROP_BAD_SLOT = 6;
 const bit<8> STAT_DROP_MALFORMED = 7;
 const bit<8> STAT_L2_UNICAST = 8;
 const bit<8> STAT_L2_FLOOD = 9;
-const bit<8> OP_CHUNK_ADVANCE = 0;
+const bit<8> OP_CHUNK_ADVANCE_WINDOW = 1;
 const bit<8> OP_BITMAP_SET_CLEAR = 0;
 const bit<8> OP_BITMAP_SET = 1;
 const bit<8> OP_BITMAP_RESET_SET = 2;
@@ -520,7 +520,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         actions = {
             set_chunk_op;
         }
-        const default_action = set_chunk_op(0);  //  -> advance
+        const default_action = set_chunk_op(1);  //  -> advance_window
         size = 1;
     }
 
@@ -768,8 +768,10 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                     {
                         bit<32> stored;
                         chunk.read(stored, meta.sc_index);
-                        if (meta.chunk_op == OP_CHUNK_ADVANCE) {
-                            if (hdr.agg.tsi > stored) {
+                        // a newer tsi moves the copy on only within two of the job's windows
+                        if (meta.chunk_op == OP_CHUNK_ADVANCE_WINDOW) {
+                            if (hdr.agg.tsi > stored
+                                    && hdr.agg.tsi - stored <= (bit<32>) meta.slot_count + (bit<32>) meta.slot_count) {
                                 chunk.write(meta.sc_index, hdr.agg.tsi);
                                 meta.cmp = CMP_GT;
                             } else if (hdr.agg.tsi == stored) {

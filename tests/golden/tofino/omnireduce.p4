@@ -28,7 +28,7 @@ const bit<8> STAT_DROP_BAD_SLOT = 6;
 const bit<8> STAT_DROP_MALFORMED = 7;
 const bit<8> STAT_L2_UNICAST = 8;
 const bit<8> STAT_L2_FLOOD = 9;
-const bit<8> OP_CHUNK_ADVANCE = 0;
+const bit<8> OP_CHUNK_ADVANCE_WINDOW = 1;
 const bit<8> OP_BITMAP_SET = 1;
 const bit<8> OP_BITMAP_RESET_SET = 2;
 const bit<8> OP_COUNTER_RESET_ONE = 2;
@@ -282,9 +282,10 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
     // stage 1: newest chunk per (slot, copy)
     @id(0x16000001)
     Register<bit<32>, bit<32>>(1024) chunk;
-    RegisterAction<bit<32>, bit<32>, bit<8>>(chunk) chunk_advance = {
+    // a newer tsi moves the copy on only within two of the job's windows: stored >= tsi - 2 * slot_count
+    RegisterAction<bit<32>, bit<32>, bit<8>>(chunk) chunk_advance_window = {
         void apply(inout bit<32> value, out bit<8> rv) {
-            if (hdr.agg.tsi > value) {
+            if (hdr.agg.tsi > value && value >= meta.chunk_floor) {
                 value = hdr.agg.tsi;
                 rv = CMP_GT;
             } else if (hdr.agg.tsi == value) {
@@ -1430,7 +1431,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         actions = {
             set_chunk_op;
         }
-        const default_action = set_chunk_op(0);  //  -> advance
+        const default_action = set_chunk_op(1);  //  -> advance_window
         size = 1;
     }
 
@@ -1675,8 +1676,10 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                     meta.data = (bit<8>) hdr.agg.flags[0:0];
 
                     dt_chunk.apply();
-                    if (meta.chunk_op == OP_CHUNK_ADVANCE) {
-                        meta.cmp = chunk_advance.execute(meta.sc_index);
+                    meta.chunk_floor = (hdr.agg.tsi > (bit<32>) meta.slot_count + (bit<32>) meta.slot_count)
+                                       ? hdr.agg.tsi - ((bit<32>) meta.slot_count + (bit<32>) meta.slot_count) : 32w0;
+                    if (meta.chunk_op == OP_CHUNK_ADVANCE_WINDOW) {
+                        meta.cmp = chunk_advance_window.execute(meta.sc_index);
                     }
 
                     dt_bitmap.apply();
