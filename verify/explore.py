@@ -36,13 +36,14 @@ and how deep it got.
 
 Deadlock.  A violation of a progress property (``progress``,
 ``contributions_kept``, ``retransmission_answered``: a packet the protocol
-needs was lost to the slot) is followed by :func:`_deadlock`: from the state
+needs was lost to the slot) is followed by :func:`deadlock`: from the state
 after the trace, allowing workers to take the results already on their way,
-is there a state from which *no order* of the workers' retransmissions (each
-worker resends the packet of the chunk it waits for, as it does on a timeout)
-ever lets a worker move on?  If so, the counterexample says so, with every
-worker's retransmission from that state as the trace's tail: the slot never
-completes again, whatever the network delivers of what the workers still send.
+is there a state from which, once those results are lost, *no order* of the
+workers' retransmissions (each worker resends the packet of the chunk it
+waits for, as it does on a timeout) is ever answered?  If so, the
+counterexample says so, with every worker's retransmission from that state
+as the trace's tail: the slot never completes again, whatever the network
+delivers of what the workers still send.
 """
 
 from __future__ import annotations
