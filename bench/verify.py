@@ -103,14 +103,15 @@ def main(argv=None) -> int:
         print(f"speed-up of --jobs 2 over --jobs 1 (faster run of each): {min(times[1]) / min(times[2]):.2f}x")
     if not a.skip_mutants:
         print()
-        print("3. catalogue mutants: time to the verdict (counterexample search, up to 12 events)")
+        print(f"3. catalogue mutants: time to the verdict (counterexample search, up to {runner.SEARCH_DEPTH} events)")
         print(f"{'mutant':<36} {'n':>2} {'verdict':<40} {'seconds':>8} {'load':>6}")
         worst = ("", 0.0)
         for m in CATALOGUE:
             t0 = time.perf_counter()
             cex = bmc(mutant_model(m), m.n, runner.SEARCH_DEPTH)
             dt = time.perf_counter() - t0
-            verdict = f"refuted ({cex.prop}, {cex.steps} steps)" if cex else "NOT REFUTED"
+            verdict = (f"refuted ({cex.prop}, {cex.steps} steps{', then a deadlock' if cex.deadlock else ''})"
+                       if cex else "NOT REFUTED")
             print(f"{m.name:<36} {m.n:>2} {verdict:<40} {dt:8.2f} {_load():>6}", flush=True)
             worst = max(worst, (m.name, dt), key=lambda x: x[1])
         print(f"slowest mutant: {worst[0]} in {worst[1]:.2f}s")
