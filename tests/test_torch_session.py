@@ -127,3 +127,25 @@ def test_arguments_are_checked(setup, tmp_path):
     other = "omnireduce" if plan.protocol == "switchml" else "switchml"
     with pytest.raises(TorchHookError, match=rf"^protocol='{other}', but the switch's plan is built for "):
         Session(plan, member_from_job(job, plan, 0, N, "127.0.0.1"), protocol=other)
+
+
+def test_a_job_whose_chunk_indices_run_out_fails_the_bucket_with_one_line(setup):
+    """Near the end of the 32-bit tsi: SwitchML's next chunk index, OmniReduce's rounds per slot."""
+    plan, job_file = setup
+    job = load_job(job_file, plan)
+    m = member_from_job(job, plan, 0, N, "127.0.0.1:9")
+    omni = plan.protocol == "omnireduce"
+    room = (0, [(1 << 32) // m.window - 10] * m.window) if omni else ((1 << 32) - 5, [0] * m.window)
+    s = Session(plan, m, position=room)
+    try:
+        with pytest.raises(TorchHookError, match=r"^rank 0: the job has used up its 2\^32 chunk indices; "
+                                                 r"start a new job$"):
+            s.submit(np.ones(64 * 40, np.float32)).result(timeout=10)
+        assert s.position == room                       # nothing was sent, nothing moved on
+    finally:
+        s.close()
+    s = Session(plan, m, position=(0, [0] * m.window))  # a fresh job has room for the same array
+    try:
+        assert s._worker(np.ones(64 * 40, np.float32)).chunks == 40
+    finally:
+        s.close()

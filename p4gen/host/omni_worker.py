@@ -94,6 +94,12 @@ class OmniProtocolError(WorkerError):
     """The switch returned a next offset that would skip data or leave the stream."""
 
 
+def tsi_fits(tsi_base: int, window: int, copies, blocks: int) -> bool:
+    """Whether an all-reduce of ``blocks`` blocks on ``window`` slots that ran ``copies`` rounds so far keeps
+    every tsi it sends within 32 bits (a stream has at most ``blocks + 1`` rounds: discovery and one per block)."""
+    return 0 <= tsi_base and tsi_base + window * (max(copies) + blocks + 2) <= 0xFFFFFFFF
+
+
 class OmniWorker(Worker):
     def __init__(self, layout: FrameLayout, tensor, *, job: int, window: int, n_workers: int,
                  src: Endpoint, dst: Endpoint, mode: str | None = None, tsi_base: int = 0,
@@ -114,8 +120,7 @@ class OmniWorker(Worker):
         self.threshold = threshold
         self.frames = OmniFrames(layout, src, dst, job)
         nb = self.chunks
-        # a stream has at most nb + 1 rounds (discovery and one per block)
-        if not 0 <= self.tsi_base or self.tsi_base + self.window * (max(copies) + nb + 2) > 0xFFFFFFFF:
+        if not tsi_fits(self.tsi_base, self.window, copies, nb):
             raise WorkerError(f"tsi_base={self.tsi_base} with {max(copies)} rounds done and {nb} blocks to go does "
                               f"not fit the 32-bit tsi (window {self.window})")
         self.streams = S = min(self.window, nb)

@@ -41,7 +41,7 @@ import numpy as np
 from .. import protocols
 from ..errors import P4genError
 from ..host.fastworker import FastWorker
-from ..host.omni_worker import OmniWorker
+from ..host.omni_worker import OmniWorker, tsi_fits as omni_tsi_fits
 from ..host.packet import Endpoint, datagram_prefix
 from ..host.worker import RttEstimator
 from ..plan import Plan
@@ -223,12 +223,15 @@ class Session:
         kw = dict(job=m.job, window=m.window, n_workers=m.world_size, src=self._src, dst=self._dst,
                   tsi_base=self._tsi_base, timeout=self.timeout, backoff=2.0, max_timeout=self.max_timeout,
                   flag=flag, rtt=self.rtt)
+        used_up = TorchHookError(f"rank {m.rank}: the job has used up its 2^32 chunk indices; start a new job")
         if self.sparse:
-            w = OmniWorker(self.layout, x, mode="float", copies=self._copies, **kw)
-        else:
-            w = FastWorker(self.layout, x, mode="float", **kw)
+            # a slot's rounds number its tsi (next_tsi_base stays put): the rounds still to go must fit
+            if not omni_tsi_fits(self._tsi_base, m.window, self._copies, -(-x.size // self.layout.elements)):
+                raise used_up
+            return OmniWorker(self.layout, x, mode="float", copies=self._copies, **kw)
+        w = FastWorker(self.layout, x, mode="float", **kw)
         if w.next_tsi_base >= _TSI_LIMIT:
-            raise TorchHookError(f"rank {m.rank}: the job has used up its 2^32 chunk indices; start a new job")
+            raise used_up
         return w
 
     def _count_blocks(self, x: np.ndarray) -> None:
