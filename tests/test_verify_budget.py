@@ -57,6 +57,7 @@ def _plan(**kw):
     return make_plan(make_spec(variant="reference", slots=64, **kw), load_target("bmv2"))
 
 
+@pytest.mark.slow
 def test_a_verdict_cut_short_by_the_search_budget_names_it_and_budget_raises_it(monkeypatch, racing_clock):
     monkeypatch.setattr(budget, "SEARCH_STEPS", 40)
     lines = []
