@@ -62,7 +62,7 @@ from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 from . import engine
 from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
 from .paths import Packet, feasible, outcome, table_paths
-from .protocol import FAR_PROPERTIES, _aheads, _bounds
+from .protocol import FAR_PROPERTIES, far_aheads, window_bounds
 from .workers import Workers, define, sel
 from .z3alg import EMPTY, JUNK, ONE, BitSet, Mask, Share, Shares
 
@@ -205,11 +205,11 @@ class OmniReduce(Model):
         if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
-        bound = step_local(k, f"window{v}", choices=_bounds)
+        bound = step_local(k, f"window{v}", choices=window_bounds)
         extra = [bound >= 2]
         far = ev.kind == "deliver_far"
         if far:
-            ahead = step_local(k, f"ahead{v}", choices=_aheads)
+            ahead = step_local(k, f"ahead{v}", choices=far_aheads)
             junk_data = step_local(k, f"junk_data{v}", choices=lambda depth: (0, 1))
             junk_next = step_local(k, f"junk_next{v}", choices=lambda depth: (1, 2))
             extra += [ahead >= 1, junk_data >= 0, junk_data <= 1, junk_next >= 0, junk_next <= NONE_OFFSET]

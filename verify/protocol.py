@@ -172,11 +172,11 @@ class SwitchML(Model):
         w, v = ev.worker, ev.copy
         # how far ahead of the stored chunk the switch takes a tsi: 2 * slot_count in tsi units, at least
         # two chunks of this slot (tsi = slot + k * window, window <= slot_count) in the model's units
-        bound = step_local(k, f"window{v}", choices=_bounds)
+        bound = step_local(k, f"window{v}", choices=window_bounds)
         far = ev.kind == "deliver_far"
         extra = [bound >= 2]
         if far:
-            ahead = step_local(k, f"ahead{v}", choices=_aheads)
+            ahead = step_local(k, f"ahead{v}", choices=far_aheads)
             extra.append(ahead >= 1)
             pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N + self.counter_delta,
                          values=Shares.packet(ws, w, k, JUNK),
@@ -321,14 +321,14 @@ def _kept(ws: Workers, s: State, post: State, v: int):
     return ws.all(lambda u: z3.Implies(s.sh[v].at(u).is_one(s.cur.get(u)), post.sh[v].at(u).is_one(s.cur.get(u))))
 
 
-def _bounds(depth: int) -> tuple:
+def window_bounds(depth: int) -> tuple:
     """Window bounds the search tries: a chunk op only asks whether a newer tsi's gap exceeds the bound, and in
     ``depth`` steps no packet's tsi is more than ``depth + 1`` ahead of a chunk register (a far frame's tsi is
     always beyond the bound), so 2 and ``depth + 2`` give every outcome."""
     return (2, depth + 2)
 
 
-def _aheads(depth: int) -> tuple:
+def far_aheads(depth: int) -> tuple:
     """How far beyond the bound a corrupted frame's tsi is: only its order against the tsi of later packets
     (at most ``depth + 1``) can matter, and 1..depth reach every value up to ``depth + 2`` and one above."""
     return tuple(range(1, depth + 1))
