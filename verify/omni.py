@@ -1,6 +1,6 @@
 """OmniReduce coordination model: events, state, properties and invariant (run by :mod:`p4gen.verify.engine`).
 
-The OmniReduce table (``p4gen.decision._OMNIREDUCE``) is the hardened
+The OmniReduce table (``p4gen.protocols._OMNIREDUCE``) is the hardened
 SwitchML table (per-copy round register ``advance_window``, bitmap ``reset_set`` /
 ``set``, counter ``reset_one`` / ``inc_sat`` / ``probe_full``, exponent) plus
 a ``minnext`` step (smallest next non-zero block offset of the round) and a
@@ -303,7 +303,7 @@ class OmniReduce(Model):
         e = st.event
         cur = st.int(st.pre.cur.get(e.worker))
         if e.kind == "deliver_far":
-            stat = decision.STATS[st.int(st.info["stat"])]
+            stat = self.stats[st.int(st.info["stat"])]
             act = {"multicast": "multicast result", "unicast": f"unicast result to worker {e.worker}",
                    "absorbed": "takes the frame, no packet out"}.get(stat, f"drop ({stat})")
             return TraceRow(st.index, e.worker, 0, e.copy, "far ahead",
