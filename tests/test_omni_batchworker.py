@@ -51,11 +51,13 @@ def _workers(cls, L, xs, mode, window, rtt=False, copies=None):
             for i, w in enumerate(_spec(window).workers)]
 
 
-def _drive(plan, cls, xs, mode, window, seed, rtt=False, copies=None):
-    """Run the job with bursts from a seeded schedule; (workers, every frame each worker sent)."""
+def _drive(plan, cls, xs, mode, window, seed, rtt=False, copies=None, m=None):
+    """Run the job with bursts from a seeded schedule (on switch ``m``, default a fresh one); (workers, every
+    frame each worker sent)."""
     L = FrameLayout(plan)
-    m = SwitchModel(plan)
-    m.load_config(json_config(plan, _spec(window)))
+    if m is None:
+        m = SwitchModel(plan)
+        m.load_config(json_config(plan, _spec(window)))
     ws = _workers(cls, L, xs, mode, window, rtt, copies)
     rng = np.random.default_rng(seed)
     sent = [[] for _ in ws]
@@ -140,12 +142,19 @@ def test_bursts_give_the_same_bytes_stats_and_results(plan, mode, window, densit
 
 
 def test_a_second_allreduce_continues_the_copies(plan):
-    """copies= (a later all-reduce on the same slots) is honoured as the per-frame worker honours it."""
+    """copies= (a later all-reduce on the same slots, on the switch that ran the first) is honoured as the
+    per-frame worker honours it."""
     L = FrameLayout(plan)
     total, xs = expected(N, 2000, "float32", 9, 0.4, L.elements)
-    copies = [1, 0, 1, 1, 0, 0, 1, 0]
-    wa, sa = _drive(plan, OmniWorker, xs, "float", 8, 9, copies=copies)
-    wb, sb = _drive(plan, BatchOmniWorker, xs, "float", 8, 9, copies=copies)
+    runs = {}
+    for cls in (OmniWorker, BatchOmniWorker):
+        m = SwitchModel(plan)
+        m.load_config(json_config(plan, _spec(8)))
+        first, _ = _drive(plan, cls, xs, "float", 8, 9, m=m)
+        copies = first[0].next_copies
+        assert all(c > 0 for c in copies)            # every slot ran rounds the second all-reduce continues
+        runs[cls] = _drive(plan, cls, xs, "float", 8, 9, copies=copies, m=m)
+    (wa, sa), (wb, sb) = runs[OmniWorker], runs[BatchOmniWorker]
     assert sa == sb and [_state(w) for w in wa] == [_state(w) for w in wb]
 
 

@@ -124,8 +124,9 @@ class BatchOmniWorker(OmniWorker):
         off, size, dt, _shift, _mask = self._cols[name]
         F[:, off:off + size] = values.astype(dt).reshape(-1, 1).view(np.uint8)
 
-    def _tsis(self, blocks: np.ndarray) -> np.ndarray:
-        return (self.tsi_base + 1 + (blocks + 1)) & 0xFFFFFFFF
+    def _tsis(self, js: np.ndarray) -> np.ndarray:
+        """tsi of the outstanding rounds of streams ``js`` (``OmniWorker._tsi``: numbered by the slot's rounds)."""
+        return self.tsi_base + 1 + js + self.window * (self._copies[js] + self._rnd[js])
 
     def _pools(self, js: np.ndarray, rounds: np.ndarray) -> np.ndarray:
         return (((rounds + self._copies[js]) & 1) << self.slot_bits) | js
@@ -154,7 +155,7 @@ class BatchOmniWorker(OmniWorker):
         hdr = ~data
         if hdr.any():
             F[hdr, :L.fixed_len] = self._tmpl[0]
-        self._put(F, "agg.tsi", self._tsis(b))
+        self._put(F, "agg.tsi", self._tsis(js))
         self._put(F, "agg.pool_index", self._pools(js, self._rnd[js]))
         self._put(F, "agg.exponent", self._expf[js])
         self._put(F, "agg.next", self._mine_next(js, b))
@@ -245,7 +246,7 @@ class BatchOmniWorker(OmniWorker):
         ours = good & (f["agg.job"] == self.job) & (j < self.streams)
         jj = np.where(ours, j, 0)
         b_of = self._blk[jj]
-        match = (ours & (self._t[jj] >= 0) & (f["agg.tsi"] == self._tsis(b_of))
+        match = (ours & (self._t[jj] >= 0) & (f["agg.tsi"] == self._tsis(jj))
                  & (pool == self._pools(jj, self._rnd[jj])))
         ngood = int(np.count_nonzero(good))
         st.malformed += len(M) - ngood
