@@ -105,6 +105,7 @@ def test_the_layout_search_takes_the_toy_variant(toy):
     assert res.best.spec.variant == toy.name
 
 
+@pytest.mark.slow
 def test_verify_proves_the_toy_variant_with_the_switchml_invariant(toy):
     plan = make_plan(make_spec(variant=toy.name, slots=4, max_workers=3, elements_per_packet=8), load_target("bmv2"))
     lines: list[str] = []
