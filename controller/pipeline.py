@@ -20,7 +20,7 @@ from p4.config.v1 import p4info_pb2
 
 from p4gen.emit.p4info import build_p4info
 from p4gen.errors import PlanError
-from p4gen.files import parse_json, read_text
+from p4gen.fileread import parse_json, read_text
 from p4gen.p4runtime.compare import p4info_diff
 from p4gen.plan import Plan
 

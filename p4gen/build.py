@@ -6,7 +6,7 @@ for ``--compile``, the compiler's version).  A cache entry is a directory
 with a manifest of SHA-256 digests; an entry whose files do not match its
 manifest is treated as a miss and rebuilt.  Cache entries are written to a
 temporary sibling first and renamed into place.  Output directories are
-written by :mod:`p4gen.output`, which never loses a user file and leaves the
+written by :mod:`p4gen.builddir`, which never loses a user file and leaves the
 destination as it was when a build fails.  A multi-target build
 (:func:`build_many`) is all or nothing: every target is planned and staged
 before any is written, and a failure anywhere writes none.
@@ -28,8 +28,8 @@ from pathlib import Path
 
 from . import __version__
 from .emit.templates import template_sources
-from .errors import CompileError, P4genError
-from .output import MARKER, OUTPUTS, OWN_NAMES, PROGRAM, check as check_output, marker, resolve, write_outputs
+from .errors import CompileError, OutputError, P4genError
+from .builddir import MARKER, OUTPUTS, OWN_NAMES, PROGRAM, check as check_output, marker, resolve, write_outputs
 
 TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
 if TYPE_CHECKING:
@@ -149,24 +149,25 @@ def _cache_get(key: str) -> dict[str, bytes] | None:
 
 def _cache_put(key: str, files: dict[str, bytes]) -> None:
     import shutil
-    import tempfile
+
+    from .filewrite import WORK, make_private_subdir, write_file
 
     parent = cache_root() / key[:2]
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=parent))
+        tmp = make_private_subdir(parent, f".{key[:12]}-")
     except OSError:
         return  # an unwritable cache only costs speed
     try:
         for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        (tmp / "manifest.json").write_text(json.dumps({"key": key, "files": {n: _sha(d) for n, d in files.items()}},
-                                                      indent=1, sort_keys=True))
+            write_file(tmp / name, data, WORK, "build cache file", OutputError)
+        write_file(tmp / "manifest.json", json.dumps({"key": key, "files": {n: _sha(d) for n, d in files.items()}},
+                                                     indent=1, sort_keys=True), WORK, "build cache file", OutputError)
         final = parent / key
         if final.exists():
             shutil.rmtree(final, ignore_errors=True)   # corrupt entry being replaced
         os.replace(tmp, final)
-    except OSError:
+    except (OSError, OutputError):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -236,8 +237,9 @@ def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="p4gen-compile-") as tmp:
-        src = Path(tmp) / PROGRAM
-        src.write_bytes(program)
+        from .filewrite import WORK, write_file
+
+        src = write_file(Path(tmp) / PROGRAM, program, WORK, "compiler input", CompileError)
         cmd = list(argv)
         outputs: dict[str, Path] = {}
         if name == "p4c-bm2-ss":
@@ -362,22 +364,28 @@ def build_direct(dkey: str, out_dir: str | Path, *, force: bool = False) -> Buil
                        plan_json=files["plan.json"], report_json=files.get("report.json"))
 
 
+class _BuildKey:
+    """A direct-mode cache file: a build key (64 hex digits) and nothing else."""
+
+    private = False
+
+    @staticmethod
+    def seal(data: bytes) -> bytes:
+        return data
+
+    @staticmethod
+    def owns(data: bytes) -> bool:
+        return len(data) == 64 and all(c in b"0123456789abcdef" for c in data)
+
+
 def remember_direct(dkey: str, key: str) -> None:
     """Map raw inputs ``dkey`` to build ``key`` (an unwritable cache only costs speed)."""
-    import tempfile
+    from .filewrite import write_file
 
-    path = _direct_path(dkey)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dkey[:12]}-", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(key)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        write_file(_direct_path(dkey), key, _BuildKey, "build cache file", OutputError)
+    except OutputError:
+        pass
 
 
 def _produce_one(job: tuple):
@@ -391,7 +399,7 @@ def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, 
 
     All or nothing: every output directory is checked, and every target
     planned and rendered, before anything is written; the directories are
-    then written as one staged commit (:func:`p4gen.output.write_outputs`).
+    then written as one staged commit (:func:`p4gen.builddir.write_outputs`).
     A failure names its target and says that nothing was written.
     """
     from concurrent.futures import ProcessPoolExecutor

@@ -87,7 +87,7 @@ def _profiles_from_args(args: argparse.Namespace):
 def _direct_inputs(args: argparse.Namespace) -> dict | None:
     """The raw inputs of a single-target build into --out, for the build cache's direct mode (None:
     not this kind of build, or a file it names cannot be read; the usual path then says why)."""
-    from .files import digest
+    from .fileread import digest
 
     if not args.out or args.no_cache or args.compile or args.verify or "," in (args.target or ""):
         return None

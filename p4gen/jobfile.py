@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import P4genError
-from .files import parse_toml, read_text
+from .fileread import parse_toml, read_text
 from .p4runtime import codec
 from .plan import Plan
 

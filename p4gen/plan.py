@@ -33,7 +33,7 @@ from . import decision as dmod
 from . import ops, protocols
 from .decision import Codes, DecisionTable, FrozenMap
 from .errors import P4genError, PlanError
-from .files import parse_json, read_text
+from .fileread import parse_json, read_text
 from .spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
 from .target import TargetProfile, profile_from_mapping
 

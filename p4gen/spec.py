@@ -13,7 +13,7 @@ from typing import Any
 
 from . import protocols
 from .errors import SpecError
-from .files import load_toml
+from .fileread import load_toml
 
 AUTO = "auto"               # the variant choice that takes a protocol's preferred variant that fits
 VALUE_WIDTHS = (16, 32)

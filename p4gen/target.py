@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TargetError
-from .files import load_toml
+from .fileread import load_toml
 
 ARCHES = ("tna", "t2na", "v1model")
 

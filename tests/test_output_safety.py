@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from p4gen import build as buildmod
-from p4gen import output as outmod
+from p4gen import builddir as outmod
+from p4gen import filewrite
 from p4gen.cli import main
 from p4gen.errors import OutputError
 from p4gen.spec import make_spec
@@ -158,7 +159,7 @@ def test_path_that_is_a_file(tmp_path, capsys):
     assert f.read_bytes() == b"x"
     assert p4gen_build("--out", str(f / "below")) == 1
     assert capsys.readouterr().err == (f"p4gen: error: cannot create output directory '{f / 'below'}': "
-                                       f"Not a directory\n")
+                                       f"'{f}' is not a directory\n")
     assert f.read_bytes() == b"x"
 
 
@@ -255,13 +256,16 @@ def test_a_failure_while_renaming_leaves_the_directory_exactly_as_it_was(tmp_pat
     real_replace = os.replace
     calls = {"n": 0}
 
-    def failing(src, dst):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
+    ino = os.stat(d).st_ino
 
-    monkeypatch.setattr(outmod.os, "replace", failing)
+    def failing(src, dst, **kw):            # the third rename into D fails
+        if "dst_dir_fd" in kw and os.fstat(kw["dst_dir_fd"]).st_ino == ino:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise OSError(28, "No space left on device")
+        return real_replace(src, dst, **kw)
+
+    monkeypatch.setattr(filewrite.os, "replace", failing)
     with pytest.raises(OutputError, match="No space left on device"):
         buildmod.build(make_spec(slots=32), load_target("bmv2"), d)
     monkeypatch.undo()
@@ -273,12 +277,12 @@ def test_a_failure_while_renaming_leaves_the_directory_exactly_as_it_was(tmp_pat
 def test_a_failed_build_into_a_new_directory_leaves_nothing(tmp_path, monkeypatch):
     real_replace = os.replace
 
-    def failing(src, dst):
+    def failing(src, dst, **kw):
         if str(dst).endswith("report.txt"):
             raise OSError(5, "Input/output error")
-        return real_replace(src, dst)
+        return real_replace(src, dst, **kw)
 
-    monkeypatch.setattr(outmod.os, "replace", failing)
+    monkeypatch.setattr(filewrite.os, "replace", failing)
     with pytest.raises(OutputError, match="Input/output error"):
         buildmod.build(make_spec(slots=32), load_target("bmv2"), tmp_path / "a" / "b" / "c")
     assert not (tmp_path / "a").exists()
@@ -323,12 +327,14 @@ def test_multi_target_failure_while_writing_restores_every_target(tmp_path, monk
     whole = snapshot(out)
     real_replace = os.replace
 
-    def failing(src, dst):
-        if "/tofino/" in str(dst) and str(dst).endswith("report.json"):
-            raise OSError(28, "No space left on device")
-        return real_replace(src, dst)
+    tofino = os.stat(out / "tofino").st_ino
 
-    monkeypatch.setattr(outmod.os, "replace", failing)
+    def failing(src, dst, **kw):
+        if "dst_dir_fd" in kw and os.fstat(kw["dst_dir_fd"]).st_ino == tofino and str(dst).endswith("report.json"):
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst, **kw)
+
+    monkeypatch.setattr(filewrite.os, "replace", failing)
     with pytest.raises(OutputError, match="nothing was written"):
         buildmod.build_many(make_spec(slots=32), [load_target("bmv2"), load_target("tofino")], out)
     monkeypatch.undo()

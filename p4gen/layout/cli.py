@@ -65,14 +65,17 @@ def handler(args: argparse.Namespace) -> int:
             from .job_split_cli import plan_jobs_cli
 
             return plan_jobs_cli(args, profile)
+        from ..filewrite import JSON, check_file
+        from .layoutfile import OUT_HINT, layout_document, write_layout
+
+        out = Path(args.out) if args.out is not None else Path("p4gen-out") / f"{profile.name}-layout.json"
+        check_file(args.out if args.out is not None else out, JSON, "layout file", SpecError, hint=OUT_HINT)
         res = run_search(args, profile, args.workers, certify=not args.no_certify)
-        from .layoutfile import layout_document, write_layout
         from .report import render_text, result_dict
 
         doc = layout_document(profile.name, res.best.spec, res.best.shape, objective=res.objective,
                               workload=res.workload.to_dict(), predicted=res.best.prediction.to_dict())
-        out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-layout.json"
-        write_layout(out, doc)
+        write_layout(args.out if args.out is not None else out, doc)
         if args.json:
             print(json.dumps({**result_dict(res), "layout_file": str(out)}, indent=2, sort_keys=True))
         else:

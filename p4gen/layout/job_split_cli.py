@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..files import load_toml
+from ..fileread import load_toml
 from .cost import ETHERNET_FRAMING_BYTES, Workload
 from .job_split import Job, Split, equal_split, home_pipe, plan_jobs
 from .workload_args import parse_size, value_widths
@@ -116,33 +116,33 @@ def _toml_job(number: int, plan, workers: list[dict], extra: dict[str, Any], gen
 
 
 def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
-    from ..files import check_replaceable, stamped, unchanged_since_written, write_atomic
-    from .layoutfile import layout_document, layout_text, layout_unchanged
+    from ..filewrite import JSON, TOML, check_dir, check_file, write_files
+    from .layoutfile import OUT_HINT, layout_document
 
     objective = {"time": "makespan", "makespan": "makespan", "sum": "sum"}.get(args.objective)
     if objective is None:
         raise SpecError(f"--objective {args.objective!r}: with --jobs use makespan (default) or sum")
     jobs, extra, hosts = load_jobs(args.jobs)
+    out_text = args.out if args.out is not None else str(Path("p4gen-out") / f"{profile.name}-jobs")
+    out = Path(out_text)
+    check_dir(out_text, SpecError)
+    for name, kind, what in [("layout.json", JSON, "layout file")] + [(f"job-{j.name}.toml", TOML, "job file")
+                                                                       for j in jobs]:
+        check_file(out / name, kind, what, SpecError, hint=OUT_HINT)        # before the search, not after it
     split, evaluated = plan_jobs(profile, jobs, objective, args.variant, value_widths(args))
     equal = equal_split(profile, jobs, split)
-    out = Path(args.out) if args.out else Path("p4gen-out") / f"{profile.name}-jobs"
     spec, shape = split.spec, split.shape
-    texts = {out / "layout.json": layout_text(layout_document(
-        profile.name, spec, shape, objective=objective, jobs=[j.workload.to_dict() | {"name": j.name} for j in jobs]))}
+    doc = layout_document(profile.name, spec, shape, objective=objective,
+                          jobs=[j.workload.to_dict() | {"name": j.name} for j in jobs])
+    texts = {"layout.json": (json.dumps(doc), JSON, "layout file")}
     index0 = 0
     for number, plan in enumerate(split.jobs, start=1):
         workers = _workers(profile, split, plan, index0, hosts.get(plan.job.name))
         index0 += plan.job.workload.workers
-        texts[out / f"job-{plan.job.name}.toml"] = stamped(_toml_job(number, plan, workers, extra,
-                                                                     plan.job.name not in hosts))
-    for path in texts:                # every file checked before any is written: all or nothing refused
-        if path.suffix == ".json":
-            check_replaceable(path, "layout file", SpecError, layout_unchanged)
-        else:
-            check_replaceable(path, "job file", SpecError, unchanged_since_written)
-    for path, text in texts.items():
-        write_atomic(path, text, "layout file" if path.suffix == ".json" else "job file", SpecError)
-    files = [p for p in texts if p.suffix == ".toml"]
+        texts[f"job-{plan.job.name}.toml"] = (_toml_job(number, plan, workers, extra, plan.job.name not in hosts),
+                                              TOML, "job file")
+    write_files(out_text, texts, SpecError, hint=OUT_HINT)                   # all or nothing
+    files = [out / n for n in texts if n.endswith(".toml")]
     print(render_split(profile, split, equal, evaluated))
     print(f"layout written to {out / 'layout.json'} (build it with: p4gen build --layout {out / 'layout.json'}); "
           f"job files: {', '.join(str(f) for f in files)}")

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SpecError
-from ..files import check_replaceable, load_json, sha256_text, write_atomic
+from ..fileread import load_json
+from ..filewrite import JSON, write_file
 from ..spec import Spec, make_spec
 from ..pass_shape import PassShape, shape_from_dict
 
@@ -29,33 +30,17 @@ def layout_document(target: str, spec: Spec, shape: PassShape, **extra: Any) -> 
     return {"schema": SCHEMA, "target": target, "spec": spec.to_dict(), "shape": shape.to_dict(), **extra}
 
 
-DIGEST = "p4gen_digest"        # of the rest of the document, as written: was it edited since?
+OUT_HINT = "move it away or choose another --out"
 
 
-def _body(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
-
-
-def layout_text(doc: dict[str, Any]) -> str:
-    return _body({**doc, DIGEST: sha256_text(_body(doc))})
-
-
-def layout_unchanged(text: str) -> bool:
-    """Whether ``text`` is a layout file as p4gen wrote it (its digest matches the rest)."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return False
-    if not isinstance(doc, dict) or not isinstance(doc.get(DIGEST), str):
-        return False
-    d = doc.pop(DIGEST)
-    return d == sha256_text(_body(doc))
+def layout_text(doc: dict[str, Any]) -> bytes:
+    """The layout file of ``doc`` as p4gen writes it: with the digest that tells it from an edited one."""
+    return JSON.seal(json.dumps(doc).encode())
 
 
 def write_layout(path: str | Path, doc: dict[str, Any]) -> Path:
     """Write a layout file; an existing one is replaced only if p4gen wrote it and nobody edited it."""
-    check_replaceable(path, "layout file", SpecError, layout_unchanged)
-    return write_atomic(path, layout_text(doc), "layout file", SpecError)
+    return write_file(path, json.dumps(doc), JSON, "layout file", SpecError, hint=OUT_HINT)
 
 
 def read_layout(path: str | Path) -> tuple[str, Spec, PassShape]:

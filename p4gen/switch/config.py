@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import P4genError
-from ..files import load_json
+from ..fileread import load_json
 
 _ENTRY_KEYS = ("match", "action", "params")
 
