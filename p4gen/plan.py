@@ -515,6 +515,7 @@ def _parse(data: Any, source: str) -> Plan:
             raise r.fail(f"{key} must be a non-empty list (got [])")
     check_decision(data, source)
     table = DecisionTable.from_dict(data["decision"], protocol)
+    check_op_codes(r.get(raw, "op_codes", "params"), source)
     codes = Codes(_code_maps(r, r.get(raw, "op_codes", "params"), "params.op_codes"),
                   _code_maps(r, r.get(raw, "codes", "params"), "params.codes"),
                   r.int_map(r.get(raw, "outcome_codes", "params"), "params.outcome_codes"))
@@ -591,8 +592,7 @@ def _check_params(r: _Reader, p: Params) -> None:
 
 def _check_codes(r: _Reader, codes: Codes, stats: tuple[str, ...]) -> None:
     """The codes must be this p4gen's: they are what its operations (``p4gen.ops``) report."""
-    want_ops = {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
-    for name, have, want in (("op_codes", codes.ops, want_ops), ("codes", codes.observations, dmod.CODES),
+    for name, have, want in (("op_codes", codes.ops, op_codes()), ("codes", codes.observations, dmod.CODES),
                              ("outcome_codes", codes.outcomes, dmod.OUTCOME_CODES)):
         if json.loads(json.dumps(have, default=dict)) != want:
             raise r.fail(f"params.{name} are not the codes this p4gen's operations report ({want})")
@@ -632,6 +632,37 @@ def _check_program(r: _Reader, plan: Plan) -> None:
     if tuple(plan.decision.parsed) != protocols.protocol(plan.protocol).parsed:
         raise r.fail(f"the decision table takes the observations {list(plan.decision.parsed)} from the parser; "
                      f"an {plan.protocol} plan's parser makes {list(protocols.protocol(plan.protocol).parsed)}")
+
+
+def op_codes() -> dict[str, dict[str, int]]:
+    """The code of every register operation, as p4gen/ops.py defines them (its order in ``OPS``): the
+    numbers the P4 program dispatches on, the model executes and the proofs read."""
+    return {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
+
+
+def check_op_codes(codes: Any, source: str = "plan") -> None:
+    """Refuse (PlanError, one line) ``params.op_codes`` that are not exactly those of p4gen/ops.py: a
+    program that dispatched on other codes would run other operations than the ones the decision names
+    and the proofs cover."""
+    want = op_codes()
+    if codes == want:
+        return
+    if not isinstance(codes, dict) or set(codes) != set(want):
+        got = sorted(codes) if isinstance(codes, dict) else type(codes).__name__
+        raise PlanError(f"{source}: params.op_codes must give the roles {', '.join(want)} (got {got}); "
+                        f"the codes are those of p4gen/ops.py: rebuild with p4gen build")
+    for role, ops_ in want.items():
+        have = codes[role]
+        if not isinstance(have, dict) or set(have) != set(ops_):
+            raise PlanError(f"{source}: params.op_codes.{role} must give the operations {', '.join(ops_)} "
+                            f"(got {sorted(have) if isinstance(have, dict) else have!r}); rebuild with p4gen build")
+        for op, code in ops_.items():
+            if have[op] != code or type(have[op]) is not int:
+                shared = sorted(o for o, c in have.items() if c == have[op] and o != op)
+                also = f", the code of {', '.join(shared)} too" if shared else ""
+                raise PlanError(f"{source}: params.op_codes.{role}.{op} is {have[op]!r}{also}; p4gen/ops.py gives "
+                                f"{code}: the program dispatches on these codes, so a plan with others is not the "
+                                f"program the decision names (rebuild with p4gen build)")
 
 
 def check_decision(data: dict[str, Any], source: str = "plan") -> None:

@@ -32,10 +32,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__, decision, ops, placement, protocols
+from . import __version__, decision, placement, protocols
 from .errors import InfeasibleError
 from .pass_shape import PassShape, shape_problem
-from .plan import SCHEMA, Plan
+from .plan import SCHEMA, Plan, op_codes as ops_op_codes
 from .registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
 from .spec import Spec
 from .target import TargetProfile
@@ -460,7 +460,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
     lay = fit(spec, profile, shape)
     table = protocols.decision_table(lay.variant, spec.protocol)
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
-    op_codes = {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
+    op_codes = ops_op_codes()
     params = {
         "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
         "elements_per_packet": lay.elements, "elements_per_pass": lay.per_pass, "passes": lay.passes,

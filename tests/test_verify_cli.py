@@ -182,3 +182,69 @@ def test_not_covered_when_a_proof_covers_fewer_n(tmp_path, monkeypatch):
     assert not rep.ok
     fp = [l for l in rep.lines if l.group == "fixedpoint"]
     assert fp and all(l.status == "NOT COVERED" and l.detail == "not proved for n=3..3" for l in fp), lines
+
+
+# -- what verify vouches for: the program and P4Info beside plan.json, and the op codes they dispatch on
+def _built(tmp_path, **spec):
+    from p4gen.build import build
+
+    out = tmp_path / "b"
+    build(make_spec(**{"slots": 16, "max_workers": 2, **spec}), load_target("bmv2"), out, use_cache=False)
+    return out
+
+
+def test_verify_refuses_a_program_edited_by_hand_after_the_build(tmp_path, capsys):
+    b = _built(tmp_path)
+    prog = b / "program.p4"
+    text = prog.read_text()
+    edited = text.replace("s0 = s0 + hdr.data0.d0;", "s0 = s0 - hdr.data0.d0;", 1)    # one register operation
+    assert edited != text
+    prog.write_text(edited)
+    assert main(["verify", str(b), "--workers", "2", "--jobs", "1"]) == 1
+    line = _one_error(capsys)
+    assert line.startswith(f"p4gen: error: {str(prog)!r} is not what plan.json renders to (line ")
+    assert "'s0 = s0 - hdr.data0.d0;', the plan renders 's0 = s0 + hdr.data0.d0;'" in line
+    assert not (b / "verify.json").exists()
+    prog.write_text(text)
+    (b / "p4info.txt").write_text((b / "p4info.txt").read_text().replace("size: 16", "size: 17", 1))
+    assert main(["verify", str(b), "--workers", "2", "--jobs", "1"]) == 1
+    assert "p4info.txt' is not what plan.json renders to" in _one_error(capsys)
+
+
+def test_verify_refuses_a_plan_where_two_operations_share_a_code(tmp_path, capsys):
+    from p4gen import decision
+
+    b = _built(tmp_path)
+    d = json.loads((b / "plan.json").read_text())
+    codes = d["params"]["op_codes"]
+    codes["values"]["add"] = codes["values"]["write"]        # add and write now one code ...
+    dt, acts = decision.p4_tables(decision.DecisionTable.from_dict(d["decision"], d["protocol"]), codes)  # ... re-derived
+    ids = {t["name"]: t["id"] for t in d["tables"]}
+    d["tables"] = [t for t in d["tables"] if not t["name"].startswith("dt_")] + [{**t, "id": ids[t["name"]]}
+                                                                                 for t in dt]
+    (b / "plan.json").write_text(json.dumps(d))
+    (b / "program.p4").unlink()
+    assert main(["verify", str(b), "--workers", "2", "--jobs", "1"]) == 1
+    line = _one_error(capsys)
+    assert line.endswith("plan.json: params.op_codes.values.add is 0, the code of write too; p4gen/ops.py gives 1: "
+                         "the program dispatches on these codes, so a plan with others is not the program the "
+                         "decision names (rebuild with p4gen build)"), line
+    assert not (b / "verify.json").exists()
+
+
+def test_verify_records_the_digests_of_what_it_vouches_for(tmp_path):
+    import hashlib
+
+    b = _built(tmp_path)
+    assert main(["verify", str(b), "--workers", "2", "--jobs", "1"]) == 0
+    rep = json.loads((b / "verify.json").read_text())
+    for name in ("plan.json", "program.p4", "p4info.txt"):
+        assert rep["artifacts"][name] == hashlib.sha256((b / name).read_bytes()).hexdigest()
+    assert rep["artifacts"]["program.json"] is None
+
+
+def test_verify_refuses_a_decision_variant_that_is_not_the_plans(tmp_path, capsys):
+    d = _write(tmp_path, _set(("decision", "variant"), ["hardened"]))
+    assert main(["verify", str(d), "--jobs", "1"]) == 1
+    assert _one_error(capsys).endswith("plan.json has no valid decision table: the decision table's protocol, "
+                                       "variant and assumption must be text")

@@ -23,7 +23,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                    help="multiply every work budget by F >= 1: the solver's resource limit per proof query and the "
                         "transitions per counterexample search (default 1; budgets count work, not time, so a "
                         "verdict does not depend on the machine's load)")
-    p.add_argument("--json", metavar="PATH", help="write the report here (default OUTDIR/verify.json)")
+    p.add_argument("--json", metavar="PATH", help="write the report here (default OUTDIR/verify.json; a file p4gen "
+                                                   "wrote, or a new one)")
     p.set_defaults(func=handler)
     return p
 
@@ -62,9 +63,14 @@ def _progress_line(stream) -> _ProgressLine | None:
     return _ProgressLine(stream) if stream.isatty() else None
 
 
+REPORT_HINT = "move it away or pass --json PATH"
+
+
 def handler(args: argparse.Namespace) -> int:
+    from p4gen.filewrite import JSON, check_file, write_file
     from p4gen.plan import Plan
 
+    from . import artifacts, plancheck
     from .runner import run
 
     progress = _progress_line(sys.stderr)
@@ -79,7 +85,14 @@ def handler(args: argparse.Namespace) -> int:
             raise PlanError(f"{str(outdir)!r} does not exist (run p4gen build first)")
         if args.jobs is not None and args.jobs < 1:
             raise PlanError(f"--jobs {args.jobs} must be at least 1")
+        if args.json is not None and not args.json:
+            raise PlanError("--json path '' is empty; name a file")
         plan = Plan.load(outdir)
+        plancheck.check(plan)
+        directory = outdir if outdir.is_dir() else outdir.parent
+        digests = artifacts.bind(plan, directory)          # refuses a program.p4 / p4info.txt it did not prove
+        path = Path(args.json) if args.json else directory / "verify.json"
+        check_file(path, JSON, "verify report", PlanError, hint=REPORT_HINT)     # before the proofs run
         try:
             report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
                          workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
@@ -88,11 +101,8 @@ def handler(args: argparse.Namespace) -> int:
         finally:
             if progress is not None:
                 progress.clear()
-        path = Path(args.json) if args.json else (outdir if outdir.is_dir() else outdir.parent) / "verify.json"
-        try:
-            path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            raise PlanError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        report.artifacts = digests
+        write_file(path, json.dumps(report.to_json()), JSON, "verify report", PlanError, hint=REPORT_HINT)
         print(f"report: {path}")
         return 0 if report.ok else 1
     except P4genError as exc:

@@ -88,6 +88,7 @@ class VerifyReport:
     seconds: float = 0.0
     jobs: int = 1
     budget: str = ""
+    artifacts: dict[str, str | None] = field(default_factory=dict)   # file -> SHA-256 (verify.artifacts)
 
     @property
     def ok(self) -> bool:
@@ -98,4 +99,4 @@ class VerifyReport:
         return {"ok": self.ok, "variant": self.variant, "fifo": self.fifo, "assumptions": self.assumptions,
                 "n_required": [self.required[0], self.required[-1]] if self.required else [],
                 "properties": [l.to_json() for l in self.lines], "mutants": [m.to_json() for m in self.mutants],
-                "seconds": round(self.seconds, 3), "jobs": self.jobs, "budget": self.budget}
+                "seconds": round(self.seconds, 3), "jobs": self.jobs, "budget": self.budget, "artifacts": self.artifacts}
