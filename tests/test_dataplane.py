@@ -287,3 +287,101 @@ def test_ring_slots_hold_the_largest_frame_of_the_plans_target():
         plan = make_plan(make_spec(protocol="switchml", slots=64, max_workers=4), load_target(target))
         assert mtu_frame(plan) == max(frame, FrameLayout(plan).frame_len) == frame
         assert frame_slot(mtu_frame(plan)) == slot
+
+
+# -- 802.1Q: the kernel strips a received tag; the data plane puts it back and treats the frame as the model does
+VLAN_CHILD = r"""
+import json, select, socket, struct, sys, time
+spec = json.loads(sys.argv[1])
+SOL_PACKET, PACKET_AUXDATA, VLAN_VALID, TPID_VALID = 263, 8, 1 << 4, 1 << 6
+
+def tagged(frame, ancillary):
+    # what was on the wire: the tag the kernel took out put back (read here, not through p4gen.netio)
+    for level, kind, data in ancillary:
+        if level == SOL_PACKET and kind == PACKET_AUXDATA:
+            status, _l, _s, _m, _n, tci, tpid = struct.unpack_from("=IIIHHHH", data)
+            if status & VLAN_VALID:
+                return frame[:12] + struct.pack("!HH", tpid if status & TPID_VALID else 0x8100, tci) + frame[12:]
+    return frame
+
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+tx.bind(("w0", 0))
+rx = {}
+for i in (1, 2):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
+    s.bind((f"w{i}", 0))
+    s.setblocking(False)
+    rx[i + 1] = s
+got = {str(p): [] for p in rx}
+for f in spec["frames"]:
+    tx.send(bytes.fromhex(f))
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    for p, s in rx.items():
+        try:
+            while True:
+                data, anc, _fl, addr = s.recvmsg(65536, 256)
+                if addr[2] != 4:                               # not one this socket's host sent
+                    got[str(p)].append(tagged(data, anc).hex())
+        except BlockingIOError:
+            pass
+    time.sleep(0.01)
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.parametrize("rings", [True, False], ids=["rings", "sockets"])
+def test_tagged_frames_are_forwarded_on_l2_with_their_tag_as_the_model_does(netns, tmp_path, rings):
+    from p4gen.host import packet as P
+    from p4gen.switch.model import SwitchModel
+    from p4gen.wire import FrameLayout
+
+    plan = make_plan(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    workers = [WorkerAddr(i + 1, mac(f"02:00:00:00:01:0{i}"), ip(f"10.0.1.{i + 1}"), 41000 + i) for i in range(3)]
+    cfg = job_config(plan, 1, workers, slot_count=4)
+    cfg["groups"][str(plan.params.flood_group_base + 1)] = [[2, 0], [3, 0]]
+    cfg["tables"]["l2_forward"] = [{"match": {"dst_addr": w.mac}, "action": "l2_unicast", "params": {"port": w.port}}
+                                   for w in workers]
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    layout = FrameLayout(plan)
+    switch = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
+    contribution = P.contribution_frame(layout, P.endpoint("02:00:00:00:01:00", "10.0.1.1", 41000), switch, job=1,
+                                        tsi=0, pool_index=0, exponent=0, values=np.arange(64))
+
+    def tag(frame: bytes, tpid: int, tci: int) -> bytes:
+        return frame[:12] + tpid.to_bytes(2, "big") + tci.to_bytes(2, "big") + frame[12:]
+
+    to_w1 = bytes.fromhex("020000000101" "020000000100") + b"\x88\xb5" + bytes(range(50))
+    frames = [tag(contribution, 0x8100, 0x0064),            # a worker's contribution inside VLAN 100
+              tag(contribution, 0x8100, 0x0000),            # priority-tagged (VID 0): still tagged
+              tag(tag(contribution, 0x8100, 0x2005), 0x88A8, 0x0007),   # QinQ
+              tag(to_w1, 0x8100, 0x0ABC)]                   # tagged L2 traffic to worker 1's MAC
+    model = SwitchModel(plan)
+    model.load_config(str(tmp_path / "cfg.json"))
+    want = {"2": [], "3": []}
+    for f in frames:
+        for eport, out in model.process(f, 1):
+            want[str(eport)].append(bytes(out).hex())
+    assert want["2"] and want["3"] and all(len(bytes.fromhex(h)) >= len(contribution) + 4 for h in want["3"])
+    stats = tmp_path / "stats.json"
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
+                           "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"), "--stats", str(stats),
+                           "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1", "--port", "3=s2"]
+                          + ([] if rings else ["--no-rings"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            if stats.exists():
+                break
+            time.sleep(0.05)
+        assert stats.exists(), dp.stderr.read() if dp.poll() is not None else "no stats file"
+        child = sh("ip", "netns", "exec", netns, sys.executable, "-c", VLAN_CHILD,
+                   json.dumps({"frames": [f.hex() for f in frames]}))
+        got = json.loads(child.stdout)
+    finally:
+        rc = _stop(dp)
+    assert rc == 0, dp.stderr.read()
+    assert got == want
+    counts = {k: v["packets"] for k, v in json.loads(stats.read_text())["stats"].items()}
+    assert counts["absorbed"] == 0 and counts["l2_flood"] == 3 and counts["l2_unicast"] == 1

@@ -284,3 +284,21 @@ def test_retained_heap_keeps_a_rounds_arrays_from_faulting_pages_in_again():
                                         text=True).stdout.split()[-1]) for how in ("default", "retain")}
     assert faults["retain"] < 20, faults
     assert faults["default"] > 1000, faults
+
+
+def test_a_tag_the_kernel_strips_is_put_back_by_rings_and_by_sockets(netns):
+    """A received frame's outer 802.1Q tag arrives out of band (ring header, PACKET_AUXDATA); both ports
+    give the frame back exactly as it was on the wire: single-tagged, priority-tagged, QinQ, untagged."""
+    out = _run(netns, """
+a, b, c = RingSocket("va"), RingSocket("vb"), SocketPort("vb")
+base = frame(1, 80)
+def tag(f, tpid, tci):
+    return f[:12] + tpid.to_bytes(2, "big") + tci.to_bytes(2, "big") + f[12:]
+sent = [tag(base, 0x8100, 100), tag(base, 0x8100, 0), tag(tag(base, 0x8100, 0x2005), 0x88A8, 7), base,
+        *[tag(frame(i, 200), 0x8100, 5) for i in range(40)]]
+a.send(sent)
+ring = collect(b, len(sent))
+sock = collect(c, len(sent))
+out = {"ring": ring == sent, "sock": sock == sent, "n": [len(ring), len(sock)]}
+""")
+    assert out == {"ring": True, "sock": True, "n": [44, 44]}

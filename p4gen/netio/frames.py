@@ -20,12 +20,14 @@ import struct
 
 import numpy as np
 
-from .rings import (ETH_P_ALL, PACKET_IGNORE_OUTGOING, PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET,
-                    RingSocket, RingUnavailable)
+from .rings import (ETH_P_8021Q, ETH_P_ALL, PACKET_IGNORE_OUTGOING, PACKET_OUTGOING, PACKET_STATISTICS, SOL_PACKET,
+                    TP_STATUS_VLAN_TPID_VALID, TP_STATUS_VLAN_VALID, RingSocket, RingUnavailable, vlan_tag)
 
 MAX_FRAME = 1 << 16
 SO_SNDBUFFORCE = 32
 SO_RCVBUFFORCE = 33
+PACKET_AUXDATA = 8                   # <linux/if_packet.h>: a struct tpacket_auxdata with every frame
+AUXDATA = struct.Struct("=IIIHHHH")  # tp_status, tp_len, tp_snaplen, tp_mac, tp_net, tp_vlan_tci, tp_vlan_tpid
 
 
 def _set_buffer(s: socket.socket, force: int, plain: int, size: int) -> None:
@@ -46,7 +48,9 @@ class SocketPort:
     where the kernel has it, otherwise the packet type of each frame is
     checked.  ``rcvbuf`` is room for frames while the process is not
     scheduled; frames the kernel dropped because it was full are read by
-    :meth:`drops`."""
+    :meth:`drops`.  The VLAN tag the kernel strips from a received frame
+    comes with it as ``PACKET_AUXDATA`` and is put back where it was, as
+    :class:`~p4gen.netio.rings.RingSocket` does."""
 
     kind = "socket"
 
@@ -61,6 +65,7 @@ class SocketPort:
                 s.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             except OSError:
                 self.ignore_outgoing = False
+            s.setsockopt(SOL_PACKET, PACKET_AUXDATA, 1)
             _set_buffer(s, SO_RCVBUFFORCE, socket.SO_RCVBUF, rcvbuf)
             _set_buffer(s, SO_SNDBUFFORCE, socket.SO_SNDBUF, sndbuf)
             s.bind((ifname, ETH_P_ALL))
@@ -82,17 +87,20 @@ class SocketPort:
         """(up to ``max_frames`` queued frames, receive errors); never blocks."""
         out: list[bytes] = []
         append = out.append
+        recvmsg, room = self.sock.recvmsg, socket.CMSG_SPACE(AUXDATA.size)
+        keep_out = not self.ignore_outgoing
         try:
-            if self.ignore_outgoing:
-                recv = self.sock.recv
-                for _ in range(max_frames):
-                    append(recv(MAX_FRAME))
-            else:
-                recvfrom = self.sock.recvfrom
-                for _ in range(max_frames):
-                    frame, addr = recvfrom(MAX_FRAME)
-                    if addr[2] != PACKET_OUTGOING:      # our own transmissions, seen by the tap
-                        append(frame)
+            for _ in range(max_frames):
+                frame, anc, _flags, addr = recvmsg(MAX_FRAME, room)
+                if keep_out and addr[2] == PACKET_OUTGOING:     # our own transmissions, seen by the tap
+                    continue
+                for level, kind, data in anc:
+                    if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
+                        status, _ln, _snap, _mac, _net, tci, tpid = AUXDATA.unpack_from(data)
+                        if status & TP_STATUS_VLAN_VALID:
+                            tag = vlan_tag(tpid if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q, tci)
+                            frame = frame[:12] + tag + frame[12:]
+                append(frame)
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:

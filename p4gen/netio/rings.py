@@ -32,6 +32,16 @@ publishes it, status before data on the way in) are the program order of
 this module; they are sufficient on x86-64, where stores are not reordered
 with stores nor loads with loads.
 
+**802.1Q tags.** The kernel takes a received frame's outer VLAN tag out of
+the frame before any packet socket sees it (``skb_vlan_untag``, on every
+device, offload or not) and reports it in the frame's ring header instead:
+``TP_STATUS_VLAN_VALID`` in ``tp_status``, the tag in ``hv1.tp_vlan_tci``
+and, with ``TP_STATUS_VLAN_TPID_VALID``, its TPID in ``hv1.tp_vlan_tpid``.
+:meth:`RingSocket.take` puts the tag back where it was on the wire (after
+the two MAC addresses), so a tagged frame reaches its reader exactly as it
+was sent: for the switch model and the P4 program, a frame whose EtherType is
+802.1Q, i.e. not an aggregation packet, forwarded on L2 with its tag.
+
 Frames the kernel could not queue because every block of the receive ring
 was still held by user space are counted by the kernel (``tp_drops`` of
 ``PACKET_STATISTICS``, with ``tp_freeze_q_cnt`` the times the queue froze);
@@ -69,6 +79,9 @@ TP_STATUS_AVAILABLE = 0
 TP_STATUS_SEND_REQUEST = 1 << 0
 TP_STATUS_SENDING = 1 << 1
 TP_STATUS_WRONG_FORMAT = 1 << 2
+TP_STATUS_VLAN_VALID = 1 << 4        # the kernel stripped a VLAN tag: it is in hv1.tp_vlan_tci
+TP_STATUS_VLAN_TPID_VALID = 1 << 6   # ... and its TPID in hv1.tp_vlan_tpid
+ETH_P_8021Q = 0x8100
 TPACKET_ALIGNMENT = 16
 ETH_P_ALL = 0x0003
 SO_SNDBUFFORCE = 32
@@ -77,6 +90,7 @@ SO_SNDBUFFORCE = 32
 BLK_STATUS, BLK_NUM_PKTS, BLK_FIRST = 8, 12, 16
 # struct tpacket3_hdr (48 bytes, already TPACKET_ALIGNed), then struct sockaddr_ll
 H3_NEXT, H3_SNAPLEN, H3_LEN, H3_STATUS, H3_MAC = 0, 12, 16, 20, 24
+H3_VLAN_TCI, H3_VLAN_TPID = 32, 36   # struct tpacket_hdr_variant1 hv1: u32 tp_rxhash, u32 tp_vlan_tci, u16 tp_vlan_tpid
 H3_SIZE = 48
 SLL_PKTTYPE = H3_SIZE + 10           # sockaddr_ll.sll_pkttype right after the header
 TX_DATA = H3_SIZE                    # tp_hdrlen - sizeof(sockaddr_ll) = TPACKET3_HDRLEN - 20
@@ -226,8 +240,9 @@ class RingSocket:
             mv[(base + BLK_STATUS) >> 2] = TP_STATUS_KERNEL
         self._blk = (self._blk + len(blocks)) % self.rx_blocks
 
-    def _runs(self, blocks) -> tuple[list[tuple[int, int, int, int]], int]:
-        """The frames of ``blocks`` as runs (data offset, stride, count, length), and the truncated count.
+    def _runs(self, blocks) -> tuple[list[tuple[int, int, int, int]], int, dict[int, bytes]]:
+        """The frames of ``blocks`` as runs (data offset, stride, count, length), the truncated count, and
+        the 802.1Q tags the kernel stripped (run index -> the 4 tag bytes, for runs of one frame).
 
         Frames of one length lie a constant stride apart.  The headers of
         every frame of every block are read at once, on the guess that each
@@ -235,7 +250,8 @@ class RingSocket:
         a block where the guess holds -- every ``tp_next_offset`` but the
         last is the stride, and the frames share their length and header
         size and are whole -- is one run.  Other blocks are walked frame by
-        frame (one run per frame).  Frames cut short to fit a block, and
+        frame (one run per frame), and so is a block holding a frame whose
+        VLAN tag the kernel stripped.  Frames cut short to fit a block, and
         without ``PACKET_IGNORE_OUTGOING`` the frames this socket sent, are
         left out."""
         mv = self._mv32
@@ -247,7 +263,7 @@ class RingSocket:
                 strides.append(mv[(first + H3_NEXT) >> 2])
                 ends.append(base + self.block_size)
         if not ns:
-            return [], 0
+            return [], 0, {}
         cnt = np.array(ns, dtype=np.int64)
         total = int(cnt.sum())
         starts = np.cumsum(cnt) - cnt
@@ -260,9 +276,10 @@ class RingSocket:
         q = offs >> 2
         nxt, snap, ln = u32[q + (H3_NEXT >> 2)], u32[q + (H3_SNAPLEN >> 2)], u32[q + (H3_LEN >> 2)]
         mac = self._u16[(offs + H3_MAC) >> 1]
+        tagged = (u32[q + (H3_STATUS >> 2)] & TP_STATUS_VLAN_VALID) != 0
         last = np.zeros(total, dtype=bool)
         last[starts + cnt - 1] = True
-        good &= (last | (nxt == np.repeat(np.array(strides, dtype=np.uint32), cnt))) & (snap == ln)
+        good &= (last | (nxt == np.repeat(np.array(strides, dtype=np.uint32), cnt))) & (snap == ln) & ~tagged
         if not self.ignore_outgoing:
             good &= self._bytes[offs + SLL_PKTTYPE] != PACKET_OUTGOING
         # a block is one run when all its frames are good and share the first one's length and mac offset
@@ -270,17 +287,19 @@ class RingSocket:
         good &= (snap == snap[first_i][blk]) & (mac == mac[first_i][blk])
         ok = np.logical_and.reduceat(good, starts) if len(ns) > 1 else good.all(keepdims=True)
         runs: list[tuple[int, int, int, int]] = []
+        tags: dict[int, bytes] = {}
         truncated = 0
         snap0, mac0 = snap[first_i].tolist(), mac[first_i].tolist()
         for i, fine in enumerate(ok.tolist()):
             if fine:
                 runs.append((firsts[i] + mac0[i], strides[i], ns[i], snap0[i]))
                 continue
-            truncated += self._walk(firsts[i], ns[i], runs)
-        return runs, truncated
+            truncated += self._walk(firsts[i], ns[i], runs, tags)
+        return runs, truncated, tags
 
-    def _walk(self, o: int, n: int, runs: list) -> int:
-        """Append the ``n`` frames from offset ``o`` one by one to ``runs``; return how many were truncated."""
+    def _walk(self, o: int, n: int, runs: list, tags: dict[int, bytes]) -> int:
+        """Append the ``n`` frames from offset ``o`` one by one to ``runs`` (and the stripped VLAN tag of
+        each tagged one to ``tags``); return how many were truncated."""
         mv, mv16, u8 = self._mv32, self._mv16, self._bytes
         keep_out = not self.ignore_outgoing
         truncated = 0
@@ -289,6 +308,10 @@ class RingSocket:
             if L != full:
                 truncated += 1
             elif not (keep_out and u8[o + SLL_PKTTYPE] == PACKET_OUTGOING):
+                status = mv[(o + H3_STATUS) >> 2]
+                if status & TP_STATUS_VLAN_VALID:
+                    tpid = mv16[(o + H3_VLAN_TPID) >> 1] if status & TP_STATUS_VLAN_TPID_VALID else ETH_P_8021Q
+                    tags[len(runs)] = vlan_tag(tpid, mv16[(o + H3_VLAN_TCI) >> 1])
                 runs.append((o + mv16[(o + H3_MAC) >> 1], 0, 1, L))
             o += mv[(o + H3_NEXT) >> 2]
         return truncated
@@ -298,16 +321,21 @@ class RingSocket:
         of frames left out as truncated; the views stay valid until :meth:`release`.
 
         Whole blocks are taken, so up to one block more than ``max_frames``
-        may be returned.  Never blocks."""
+        may be returned.  A frame whose VLAN tag the kernel stripped comes
+        back with the tag where it was (a (1, length + 4) array of its own).
+        Never blocks."""
         if self._held:
             raise RuntimeError("take() again before release()")
         blocks = self._ready_blocks(max_frames)
         if not blocks:
             return [], 0
-        runs, truncated = self._runs(blocks)
+        runs, truncated, tags = self._runs(blocks)
         self._held = blocks
         mm = self._mm
-        return [np.ndarray((n, L), np.uint8, mm, start, (stride or L, 1)) for start, stride, n, L in runs], truncated
+        views = [np.ndarray((n, L), np.uint8, mm, start, (stride or L, 1)) for start, stride, n, L in runs]
+        for i, tag in tags.items():
+            views[i] = with_vlan_tag(views[i][0], tag)
+        return views, truncated
 
     def release(self) -> None:
         """Give the blocks of the last :meth:`take` back to the kernel (its views must no longer be read)."""
@@ -456,6 +484,21 @@ class RingSocket:
         p.register(self.sock.fileno(), select.POLLOUT)
         return bool(p.poll(int(wait * 1000)))
 
+
+
+def vlan_tag(tpid: int, tci: int) -> bytes:
+    """The 4 bytes of an 802.1Q tag as on the wire (TPID, then PCP/DEI/VID), both big-endian."""
+    return struct.pack("!HH", tpid, tci)
+
+
+def with_vlan_tag(frame, tag: bytes) -> np.ndarray:
+    """``frame`` (bytes-like) with ``tag`` put back after its two MAC addresses, as a (1, length + 4) array."""
+    f = np.frombuffer(frame, np.uint8) if not isinstance(frame, np.ndarray) else frame
+    out = np.empty((1, len(f) + 4), np.uint8)
+    out[0, :12] = f[:12]
+    out[0, 12:16] = np.frombuffer(tag, np.uint8)
+    out[0, 16:] = f[12:]
+    return out
 
 
 class TxFlusher:
