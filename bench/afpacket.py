@@ -33,6 +33,9 @@ import time
 import uuid
 from pathlib import Path
 
+from p4gen.errors import P4genError
+from p4gen.filewrite import WORK, open_work_log, write_file
+
 RAW_SEND = r"""
 import socket, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind((sys.argv[1], 0))
@@ -64,6 +67,8 @@ print(n, got, time.perf_counter() - t)
 SENDER = r"""
 import json, os, select, sys, time
 import numpy as np
+from p4gen.errors import P4genError
+from p4gen.filewrite import WORK, write_file
 from p4gen.netio.frames import open_port
 ifname, path, flen, rate, go, mark, io, window = sys.argv[1:9]
 flen, rate, window = int(flen), float(rate), int(window)
@@ -79,7 +84,7 @@ def drain():
     if k:
         got += k
         last_back = time.time()
-open(mark + ".ready", "w").close()      # set up: wait for every sender to be, then start together
+write_file(mark + ".ready", b"", WORK, "mark", P4genError)      # set up: wait for every sender, then start together
 while not os.path.exists(go):
     time.sleep(0.0005)
 t0 = time.perf_counter(); first = time.time(); n = len(frames); k = err = 0
@@ -113,7 +118,7 @@ while port.pending() and time.monotonic() < deadline:     # frames a full send b
     drain()
     time.sleep(0.0002)
 dt = time.perf_counter() - t0
-open(mark, "w").close()                  # tell the bench that every frame is out
+write_file(mark, b"", WORK, "mark", P4genError)                 # tell the bench that every frame is out
 quiet = time.monotonic()
 while time.monotonic() - quiet < 1.0:    # results until none came for 1 s (a block is ready: the poll returns)
     before = got
@@ -180,7 +185,7 @@ def start_senders(ns: Netns, tmp: Path, blobs: list[bytes], size: int, rate: flo
     for w, (m, blob) in enumerate(zip(marks, blobs)):
         m.unlink(missing_ok=True)
         Path(f"{m}.ready").unlink(missing_ok=True)
-        (tmp / f"w{w}.bin").write_bytes(blob)
+        write_file(tmp / f"w{w}.bin", blob, WORK, "sender frames", P4genError)
     procs = [ns.popen([sys.executable, "-c", SENDER, f"w{w}", str(tmp / f"w{w}.bin"), str(size), str(max(rate, 0.0)),
                        str(go), str(marks[w]), io, str(window)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for w in range(len(blobs))]
@@ -348,7 +353,7 @@ def bmv2_run(ns: Netns, tmp: Path, program_json: Path, plan, cfg: dict, size: in
     import secrets
 
     thrift = 9090 + secrets.randbelow(20000)
-    log = open(tmp / "simple_switch.out", "wb")
+    log = open_work_log(tmp / "simple_switch.out", P4genError)
     ifs = [a for w in range(len(blobs)) for a in ("-i", f"{w + 1}@s{w}")]
     proc = ns.popen(["simple_switch", *ifs, "--thrift-port", str(thrift), "--device-id", "7", str(program_json)],
                     stdout=log, stderr=subprocess.STDOUT)

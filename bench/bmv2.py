@@ -42,6 +42,8 @@ import numpy as np
 from afpacket import bmv2_commands
 
 from p4gen import wire as W
+from p4gen.errors import P4genError
+from p4gen.filewrite import open_work_log
 from p4gen.host import packet as P
 from p4gen.switch.model import WorkerAddr, job_config
 from p4gen.plan import Plan
@@ -137,7 +139,7 @@ def main() -> int:
                 ex("ethtool", "-K", d, "rx", "off", "tx", "off", "tso", "off", "gso", "off", "gro", "off",
                    check=False)
         thrift = 9090 + secrets.randbelow(20000)
-        log = open(tmp / "simple_switch.out", "wb")
+        log = open_work_log(tmp / "simple_switch.out", P4genError)
         proc = subprocess.Popen(["ip", "netns", "exec", ns, "simple_switch", "-i", f"1@{pre}1s", "-i", f"2@{pre}2s",
                                  "--thrift-port", str(thrift), "--device-id", "7", str(out / "program.json")],
                                 stdout=log, stderr=subprocess.STDOUT)

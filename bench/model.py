@@ -59,6 +59,8 @@ import numpy as np
 
 import afpacket as afp
 from p4gen import wire as W
+from p4gen.errors import P4genError
+from p4gen.filewrite import WORK, write_file
 from p4gen.host import packet as P
 from p4gen.netio.heap import retain_freed_memory
 from p4gen.switch.dataplane import BURST
@@ -221,9 +223,9 @@ def bench_afpacket(quick: bool, rates: list[float], ios: list[str], bmv2_chunks:
                   f"({got}/{sent})")
             # the switch between two veth pairs: 2 workers, one sender process each, every chunk absorbed
             # then multicast; slots are reused only after `slots` chunks, so senders may drift that far apart
-            (tmp / "plan.json").write_text(plan.to_json())
+            write_file(tmp / "plan.json", plan.to_json(), WORK, "plan", P4genError)
             cfg = job_config(plan, 1, addrs(2))
-            (tmp / "cfg.json").write_text(json.dumps(cfg))
+            write_file(tmp / "cfg.json", json.dumps(cfg), WORK, "switch config", P4genError)
             chunks = n // 2
             blobs = _worker_frames(plan, 2, chunks, slots)
             same = frames_for(plan, 2, chunks, slots)

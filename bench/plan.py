@@ -42,6 +42,8 @@ if __name__ == "__main__" and missing_requirements():       # one line, before M
     sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
 
 from p4gen.build import build
+from p4gen.errors import P4genError
+from p4gen.filewrite import JSON, write_file
 from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.workload_args import parse_size
 from p4gen.spec import make_spec
@@ -92,11 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--elements", default="32,64,128,256")
     ap.add_argument("--json", default="bench-plan.json")
     ap.add_argument("--rate-chunks", type=int, default=3000, help="chunks of the packet-rate probe")
-    ap.add_argument("--plans", default="/tmp/p4g-plan-bench")
+    ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
     a = ap.parse_args(argv)
     size, small = parse_size(a.size), parse_size(a.small_size)
     counts = [int(x) for x in a.elements.split(",")]
-    root = Path(a.plans)
+    from p4gen.testbed.workspace import plans_dir
+
+    root = plans_dir(a.plans)
     dirs = {e: plan_dir(e, root) for e in sorted(set(counts + [32, 64]))}
     rows = []
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; measuring the RTT and the packet rate",
@@ -130,9 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{regime:>11}: largest |error| {max(errs):.1f}% over {len(errs)} layouts")
     print(f"RTT by the probe again at the end: {probe_end:.0f} us (start: {probe:.0f} us); "
           f"load average {os.getloadavg()[0]:.1f}")
-    Path(a.json).write_text(json.dumps({"workers": a.workers, "mbit": a.bw, "rtt_ping_us": ping,
-                                        "rtt_probe_us": probe, "packet_rate_kpps": kpps, "runs": rows},
-                                       indent=2) + "\n")
+    write_file(a.json, json.dumps({"workers": a.workers, "mbit": a.bw, "rtt_ping_us": ping, "rtt_probe_us": probe,
+                                   "packet_rate_kpps": kpps, "runs": rows}), JSON, "results file", P4genError)
     return 0
 
 

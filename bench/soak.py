@@ -233,6 +233,9 @@ def drive(args) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    from p4gen.errors import P4genError
+    from p4gen.filewrite import WORK, write_file
+
     work = Path(tempfile.mkdtemp(prefix="p4gsoak-"))
     out = work / "build"
     build(make_spec(slots=64, elements_per_packet=64, jobs=2, variant="hardened"), load_target("bmv2"), out,
@@ -246,7 +249,7 @@ def drive(args) -> int:
     for t in ("workers", "result_dst"):
         cfg["tables"][t] += other["tables"][t]
     cfg["groups"].update(other["groups"])
-    (work / "cfg.json").write_text(json.dumps(cfg))
+    write_file(work / "cfg.json", json.dumps(cfg), WORK, "switch config", P4genError)
     stats = work / "stats.json"
     me = [sys.executable, str(Path(__file__).resolve())]
     common = ["--plan", str(out), "--workers", str(n), "--seed", str(args.seed), "--minutes", str(args.minutes)]
@@ -319,7 +322,10 @@ def drive(args) -> int:
             _stop(p, 5)
     print_report(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        from p4gen.errors import P4genError
+        from p4gen.filewrite import JSON, write_file
+
+        write_file(args.json, json.dumps(report), JSON, "report", P4genError)
     bad = report["wrong_sums"] or report["jobs_stalled"]
     return 1 if bad else 0
 

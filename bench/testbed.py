@@ -58,7 +58,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 
 import time
 
@@ -73,6 +72,8 @@ if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
 
     sys.exit(child_main(sys.argv[2]))
 
+from p4gen.errors import P4genError
+from p4gen.filewrite import JSON, PNG, write_file
 from p4gen.plan import Plan
 from p4gen.testbed import harness
 from p4gen.testbed.cli import header, parse_size, row
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", help=argparse.SUPPRESS)        # one --before configuration, in a child process
     ap.add_argument("--json", default="bench-testbed.json")
     ap.add_argument("--png", default="bench-testbed.png")
-    ap.add_argument("--plans", default="/tmp/p4g-plans")
+    ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
     ap.add_argument("--target", choices=("soft", "bmv2"), default="soft",
                     help="the builds the software switch runs: soft (its own limits: 2048 values in 8 KiB frames on "
                          "9000-byte links) or bmv2 (BMv2's: 256 values, 128 for OmniReduce, on 1500-byte links); "
@@ -205,8 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         for v in versus:
             print(versus_line(v))
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    Path(a.json).write_text(json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni,
-                                        "bmv2_vs_soft": versus}, indent=2) + "\n")
+    write_file(a.json, json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni,
+                                   "bmv2_vs_soft": versus}), JSON, "results file", P4genError)
     try:
         import matplotlib
 
@@ -234,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
     if omni:
         plot_sweep(axs[0], axs[1], omni, a)
     fig.tight_layout()
-    fig.savefig(a.png, dpi=120)
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=120, format="png")
+    write_file(a.png, buf.getvalue(), PNG, "plot", P4genError)
     print(f"wrote {a.png} and {a.json}")
     return 0
 

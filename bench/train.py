@@ -140,8 +140,10 @@ def main(argv=None) -> int:
               f"(of which quantise {q:.1f}, dequantise {d:.1f}) + optimiser {opt:4.1f} + forward/backward and the "
               f"rest {rest:5.1f}")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(runs, f)
+        from p4gen.errors import P4genError
+        from p4gen.filewrite import JSON, write_file
+
+        write_file(a.json, json.dumps(runs), JSON, "results file", P4genError)
     return 0
 
 

@@ -49,7 +49,7 @@ from p4gen.host.batchworker import BatchWorker
 from p4gen.host.worker import RttEstimator
 
 from .errors import JobError
-from .tensors import make_tensor
+from .tensors import make_tensor, save_array
 
 
 def _emit(**event) -> None:
@@ -195,7 +195,7 @@ def run(cfg: dict, wait_go=None) -> dict:
     finally:
         sock.close()
     result = w.result()
-    np.save(cfg["out"], result)
+    save_array(cfg["out"], result)
     st = w.stats
     return {"event": "done", "rank": cfg["rank"], "time": elapsed, "cpu": cpu, "cpu_user": u1 - u0,
             "cpu_sys": s1 - s0, "wakeups": wakeups, "sent": st.sent,

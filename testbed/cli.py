@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from pathlib import Path
 
 from .. import protocols
 from ..cliargs import int_in, number_in, seconds
+from ..filewrite import JSON, WORK, write_file
 from .errors import TestbedError
 from .network_options import (add_network_options, check_network_options, network_from_options,
                               unwind_on_sigterm)
@@ -102,6 +102,9 @@ def run(args: argparse.Namespace, after=None):
     # Gloo runs on the default protocol's network (its switch forwards the Gloo traffic)
     proto = protocols.DEFAULT.name if args.protocol == GLOO else args.protocol
     dtype = "float32" if args.protocol == GLOO else args.dtype
+    if args.fault and args.protocol == GLOO:
+        raise TestbedError(f"--fault {args.fault} applies to the switch's protocols "
+                           f"({', '.join(protocols.protocol_names())}), not {GLOO}")
     if args.protocol == GLOO:
         from p4gen.extras import lacking
 
@@ -136,7 +139,7 @@ def _print_results(results, path: str | None) -> None:
         if r.path:
             print(f"{r.protocol} frames through the switch node: {r.path}")
     if path:
-        Path(path).write_text(json.dumps([r.to_dict() for r in results], indent=2) + "\n")
+        write_file(path, json.dumps({"runs": [r.to_dict() for r in results]}), JSON, "results file", TestbedError)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -163,8 +166,7 @@ def hand_start(net, spec, protocol: str, size: int = 65536) -> list[str]:
         host = names[w.ip]
         cfg = worker_config(net, spec, w.id, host, protocol=protocol, size=size, stall_timeout=60.0,
                             wait_go=False)
-        path = net.workdir / f"agent-{host}.json"
-        path.write_text(json.dumps(cfg))
+        path = write_file(net.workdir / f"agent-{host}.json", json.dumps(cfg), WORK, "worker config", TestbedError)
         cmds.append(f"{host} {sys.executable} -m p4gen.testbed.agent {path}")
     return cmds
 

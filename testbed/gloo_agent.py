@@ -19,9 +19,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import numpy as np
-
-from .tensors import make_tensor
+from .tensors import make_tensor, save_array
 
 
 def _emit(**event) -> None:
@@ -51,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         t0, c0 = time.monotonic(), time.process_time()
         dist.all_reduce(x)
         elapsed, cpu = time.monotonic() - t0, time.process_time() - c0
-        np.save(cfg["out"], x.numpy())
+        save_array(cfg["out"], x.numpy())
         dist.destroy_process_group()
         _emit(event="done", rank=rank, time=elapsed, cpu=cpu)
         return 0

@@ -24,6 +24,7 @@ import numpy as np
 
 from p4gen import protocols
 from p4gen.wire import FrameLayout
+from p4gen.filewrite import WORK, write_file
 
 from . import bounds, procs, tensors
 from .errors import JobError, TestbedError
@@ -255,8 +256,8 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         cfg = worker_config(net, spec, w.id, hosts[w.id], protocol=protocol, size=size, dtype=dtype, seed=seed,
                             density=density, window=win, rto=rto, stall_timeout=stall_timeout, progress=progress,
                             hold=fault == "kill-worker" and w.id == n - 1)
-        path = net.workdir / f"agent-{hosts[w.id]}.json"
-        path.write_text(json.dumps(cfg))
+        path = write_file(net.workdir / f"agent-{hosts[w.id]}.json", json.dumps(cfg), WORK, "worker config",
+                          TestbedError)
         agents.start(w.id, hosts[w.id], [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
     agents.wait_all("ready", 60.0, "ready")
     c0 = net.link_counters()
@@ -364,8 +365,7 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
         env = {"GLOO_SOCKET_IFNAME": h.intf, "MASTER_ADDR": master.ip, "MASTER_PORT": str(port),
                "RANK": str(r), "WORLD_SIZE": str(n), "OMP_NUM_THREADS": "1"}
         cfg = {"size": size, "dtype": dtype, "seed": seed, "rank": r, "out": str(net.workdir / f"gloo-{r}.npy")}
-        path = net.workdir / f"gloo-{r}.json"
-        path.write_text(json.dumps(cfg))
+        path = write_file(net.workdir / f"gloo-{r}.json", json.dumps(cfg), WORK, "worker config", TestbedError)
         agents.start(r, h.name, [sys.executable, "-m", "p4gen.testbed.gloo_agent", str(path)], env=env)
     agents.wait_all("ready", 180.0, "ready (torch import and Gloo rendezvous)")
     c0 = net.host_counters()

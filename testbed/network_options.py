@@ -9,15 +9,15 @@ unwind like Ctrl-C, so a network's teardown runs either way.
 from __future__ import annotations
 
 import argparse
+import re
 import signal
-import tempfile
 from pathlib import Path
 
 from ..cliargs import int_in, number_in
 from .errors import TestbedError
 
 
-def plan_for(protocol: str, workers: int, cache: Path, compile_p4: bool = False, target: str = "bmv2") -> Path:
+def plan_for(protocol: str, workers: int, cache: str | Path | None, compile_p4: bool = False, target: str = "bmv2") -> Path:
     from .plans import build_plan
 
     return build_plan(protocol, workers, cache, compile_p4, target=target)
@@ -59,7 +59,7 @@ def network_from_options(args: argparse.Namespace, protocol: str):
         raise TestbedError(f"--target {target} is for the software switch (--switch soft); BMv2 runs bmv2 builds")
     loss.check_delay(args.delay)
     topo = topology(args.topo, args.workers, args.bw)
-    plan = plan_for(protocol, args.workers, Path(args.plan_cache), compile_p4=switch is BMv2Switch, target=target)
+    plan = plan_for(protocol, args.workers, args.plan_cache, compile_p4=switch is BMv2Switch, target=target)
     return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
 
 
@@ -75,13 +75,20 @@ def unwind_on_sigterm(fn):
         signal.signal(signal.SIGTERM, old)
 
 
+def delay(text: str) -> str:
+    """A tc time such as 5ms, 200us or 1s."""
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)?(us|ms|s)", text):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a time such as 5ms, 200us or 1s")
+    return text
+
+
 def add_network_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int_in(2, 64, "workers of one job"), default=3,
                    help="hosts, one worker each, 2..64 (default 3)")
     p.add_argument("--bw", type=number_in(0, 100000, "Mbit/s", lo_open=True), default=100.0, help="link rate in Mbit/s (default 100)")
     p.add_argument("--loss", type=number_in(0, 1, "a probability", hi_open=True), default=0.0,
                    help="random loss per link and direction, 0..1 (default 0)")
-    p.add_argument("--delay", default=None, help="link delay such as 5ms (default none; needs netem)")
+    p.add_argument("--delay", type=delay, default=None, help="link delay such as 5ms (default none; needs netem)")
     p.add_argument("--switch", choices=("soft", "bmv2", "auto"), default="auto",
                    help="soft (p4gen's software data plane), bmv2 (simple_switch_grpc running the compiled "
                         "program) or auto (default: bmv2 when p4c-bm2-ss and simple_switch_grpc are on PATH, "
@@ -93,4 +100,4 @@ def add_network_options(p: argparse.ArgumentParser) -> None:
                    help="star (default: every host on the switch) or two-level (racks of hosts under "
                         "Linux-bridge leaves, the switch as their spine)")
     p.add_argument("--keep-logs", action="store_true", help="keep the work directory with the logs")
-    p.add_argument("--plan-cache", default=str(Path(tempfile.gettempdir()) / "p4g-plans"), help=argparse.SUPPRESS)
+    p.add_argument("--plan-cache", default=None, help=argparse.SUPPRESS)      # a private directory of builds

@@ -30,16 +30,16 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from mininet.node import Host, Switch
 from mininet.nodelib import LinuxBridge
 
+from p4gen.filewrite import WORK, write_file
 from p4gen.plan import Plan
 
-from . import procs
+from . import procs, workspace
 from .errors import ReadinessError, TestbedError
 from .l2 import KernelL2
 
@@ -123,7 +123,7 @@ class P4Switch(_Marked, Switch):
             raise TestbedError(f"switch {name} needs a build directory (plan=...)")
         self.plan_dir = Path(plan)
         self.plan = Plan.load(self.plan_dir)
-        self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix=f"p4gen-{name}-"))
+        self.workdir = Path(workdir) if workdir else workspace.new_workdir(f"p4gen-{name}-")
         if net_id:
             self.net_id = net_id
         self.log = self.workdir / f"p4gen-{name}.log"
@@ -275,7 +275,7 @@ class SoftSwitch(P4Switch):
     def load_config(self, cfg: dict) -> None:
         """Write the control-plane config and (re)start the data plane with it."""
         self.config = cfg
-        self.config_path.write_text(json.dumps(cfg, indent=1))
+        write_file(self.config_path, json.dumps(cfg, indent=1), WORK, "switch config", TestbedError)
         self.restart()
 
 
@@ -345,7 +345,7 @@ class BMv2Switch(P4Switch):
         """Push the pipeline and set ``specs`` up with ``p4gen.controller``, inside this node's namespace."""
         self.jobs = specs
         path = self.workdir / f"{self.name}-jobs.json"
-        path.write_text(json.dumps([json.loads(s.to_json()) for s in specs]))
+        write_file(path, json.dumps([json.loads(s.to_json()) for s in specs]), WORK, "job list", TestbedError)
         log = self.workdir / f"controller-{self.name}.log"
         p = procs.spawn(self, f"controller-{self.name}", [sys.executable, "-m", "p4gen.testbed.program",
                                                           str(self.plan_dir), str(path), self.p4runtime],

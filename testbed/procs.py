@@ -25,14 +25,14 @@ import re
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from p4gen.extras import lacking
+from p4gen.filewrite import WORK, open_work_log, write_file
 
-from .errors import PrivilegeError
+from .errors import PrivilegeError, TestbedError
 
 MARK = "P4GEN_TESTBED"
 OWNER = "P4GEN_TESTBED_OWNER"      # "<pid>:<start time in clock ticks since boot>:<pid namespace inode>"
@@ -80,9 +80,12 @@ def marked_env(net_id: str, extra: dict[str, str] | None = None) -> dict[str, st
 
 
 def make_workdir(net_id: str, name: str) -> Path:
-    """A fresh work directory ``/tmp/<net_id>-<name>-*`` holding this process's owner record."""
-    d = Path(tempfile.mkdtemp(prefix=f"{net_id}-{name}-", dir="/tmp"))
-    (d / OWNER_FILE).write_text(owner_record() + "\n")
+    """A fresh work directory ``<net_id>-<name>-*`` in the user's private testbed directory
+    (:mod:`.workspace`), holding this process's owner record."""
+    from . import workspace
+
+    d = workspace.new_workdir(f"{net_id}-{name}-")
+    write_file(d / OWNER_FILE, owner_record() + "\n", WORK, "testbed owner record", TestbedError)
     return d
 
 
@@ -216,7 +219,7 @@ def spawn(node, name: str, argv: list[str], log: Path, net_id: str, env: dict[st
           pipes: bool = False) -> Proc:
     """Start ``argv`` on Mininet ``node`` (``node.popen``: ``mnexec -da``, its own session), stderr (and
     stdout unless ``pipes``) to ``log``, marked with ``net_id``."""
-    logf = open(log, "wb")
+    logf = open_work_log(log, TestbedError)
     try:
         p = node.popen([str(a) for a in argv], stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
                        stdout=subprocess.PIPE if pipes else logf, stderr=logf, env=marked_env(net_id, env),
@@ -337,9 +340,20 @@ def end_own(net_id: str) -> None:
 
 
 def workdirs() -> list[Path]:
-    """Work directories of testbed networks (``/tmp/p4g<id>-<topology>-*``)."""
-    return sorted(p for p in Path("/tmp").glob(f"{PREFIX}*-*")
-                  if p.is_dir() and not p.is_symlink() and is_id(p.name.split("-", 1)[0]))
+    """Work directories of testbed networks: ``p4g<id>-<topology>-*`` in the user's private testbed
+    directory (:mod:`.workspace`), and those an earlier p4gen left in /tmp (this user's, not symlinks)."""
+    from . import workspace
+
+    found = []
+    for base in (workspace.root(), Path("/tmp")):
+        for p in base.glob(f"{PREFIX}*-*"):
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if p.is_dir() and not p.is_symlink() and st.st_uid == os.geteuid() and is_id(p.name.split("-", 1)[0]):
+                found.append(p)
+    return sorted(found)
 
 
 def _dir_owner(d: Path) -> str | None:

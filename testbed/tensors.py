@@ -135,3 +135,16 @@ def check_float(result: np.ndarray, total: np.ndarray, rtol: float = 1e-5) -> Ch
     err = np.abs(res - total)
     bound = rtol * (np.abs(total) + 1.0)
     return Check(float(err.max()), float(bound.max()), bool(np.all(err <= bound)), True)
+
+
+def save_array(path: str, array: np.ndarray) -> None:
+    """``array`` as a .npy file in the network's (private) work directory, written as p4gen writes files."""
+    import io
+
+    from p4gen.filewrite import WORK, write_file
+
+    from .errors import TestbedError
+
+    buf = io.BytesIO()
+    np.save(buf, array)
+    write_file(path, buf.getvalue(), WORK, "result array", TestbedError)

@@ -16,7 +16,9 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
+
+from p4gen.cliargs import seconds
+from p4gen.filewrite import JSON, PNG, WORK, write_file
 
 from p4gen import protocols
 from p4gen.extras import lacking
@@ -60,8 +62,7 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     n = len(topo.hosts)
     spec = net.job_spec(slot_count=slot_count)
     net.program(spec)                 # the job (Gloo's TCP takes the switch node's kernel bridge)
-    job_file = net.workdir / f"train-job-{protocol}.toml"
-    job_file.write_text(job_toml(spec))
+    job_file = write_file(net.workdir / f"train-job-{protocol}.toml", job_toml(spec), WORK, "job file", TestbedError)
     out = net.workdir / f"train-{protocol}-{model}.json"
     master = topo.hosts[0]
     args = ["-m", "p4gen.torch.train", "--protocol", protocol, "--model", model, "--epochs", str(epochs),
@@ -75,9 +76,12 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     procs = []
     t0 = time.monotonic()
     for r, h in enumerate(topo.hosts):
+        # torchrun's own files (its log directory, anything else it puts in the temporary directory) go
+        # into the network's work directory, which the network removes: none is left in /tmp
         argv = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={n}", f"--node-rank={r}",
-                "--nproc-per-node=1", f"--master-addr={master.ip}", f"--master-port={port}"] + args
-        env = {"GLOO_SOCKET_IFNAME": h.intf, "OMP_NUM_THREADS": "1"}
+                "--nproc-per-node=1", f"--master-addr={master.ip}", f"--master-port={port}",
+                f"--log-dir={net.workdir / f'torchrun-{protocol}-{r}'}"] + args
+        env = {"GLOO_SOCKET_IFNAME": h.intf, "OMP_NUM_THREADS": "1", "TMPDIR": str(net.workdir)}
         procs.append(net.spawn(h.name, argv, f"train-{protocol}-{r}.log", env=env))
     deadline = t0 + timeout
     for r, p in enumerate(procs):
@@ -105,9 +109,9 @@ def _reason(proc) -> str:
 
 # -- p4gen testbed train -------------------------------------------------------------------------
 def _protocols(text: str) -> list[str]:
-    names = [p.strip() for p in text.split(",") if p.strip()]
+    names = [p.strip() for p in text.split(",")]
     bad = [p for p in names if p not in PROTOCOLS]
-    if not names or bad or len(set(names)) != len(names):
+    if bad or len(set(names)) != len(names):
         raise TestbedError(f"--protocol {text!r} must list some of {', '.join(PROTOCOLS)} once each, "
                            "separated by commas")
     return names
@@ -117,13 +121,12 @@ def _cmd_train(args) -> int:
     why = lacking("p4gen testbed train", "torch", "sklearn")
     if why:
         raise TestbedError(why)
+    check_network_options(args)
+    wanted = _protocols(args.protocol)               # before torch is imported: a typo is refused at once
+
     from p4gen.torch.parity import compare
     from p4gen.torch.train import digits
 
-    check_network_options(args)
-    wanted = _protocols(args.protocol)
-    if args.epochs < 1:
-        raise TestbedError(f"--epochs {args.epochs} must be at least 1")
     if args.png:
         _matplotlib()                 # before the runs, not after them
     records: dict[str, dict] = {}
@@ -154,7 +157,7 @@ def _cmd_train(args) -> int:
             records[proto]["parity"] = par.__dict__
             ok &= par.ok
     if args.json:
-        Path(args.json).write_text(json.dumps(records, indent=1) + "\n")
+        write_file(args.json, json.dumps(records), JSON, "results file", TestbedError)
     if args.png:
         plot(records, args.png)
     return 0 if ok else 1
@@ -188,11 +191,17 @@ def plot(records: dict[str, dict], path: str) -> None:
         ax.legend()
         ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=100, format="png")
+    write_file(path, buf.getvalue(), PNG, "plot", TestbedError)
 
 
 def register(sub) -> None:
     """``p4gen testbed train``: on the subparsers of ``p4gen testbed``."""
+    from p4gen.cliargs import int_in
+
     t = sub.add_parser("train", help="train on the digits with torchrun on every host, gradients through the "
                                      "switch or Gloo; compare with Gloo")
     t.add_argument("--protocol", default=protocols.DEFAULT.name,
@@ -201,10 +210,10 @@ def register(sub) -> None:
     add_network_options(t)
     t.add_argument("--model", choices=("mlp", "embbag"), default="mlp",
                    help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
-    t.add_argument("--epochs", type=int, default=1, help="epochs of the digits per run (default 1)")
+    t.add_argument("--epochs", type=int_in(1, 10000, "epochs"), default=1, help="epochs of the digits per run (default 1)")
     t.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands")
     t.add_argument("--seed", type=int, default=0, help="seed of the data split and the model (default 0)")
-    t.add_argument("--timeout", type=float, default=1800.0, help="seconds for each training run (default 1800)")
+    t.add_argument("--timeout", type=seconds(), default=1800.0, help="seconds for each training run (default 1800)")
     t.add_argument("--json", metavar="PATH", help="write the run records (and the parity verdicts) as JSON")
     t.add_argument("--png", metavar="PATH", help="plot the loss and accuracy curves (needs matplotlib)")
     t.set_defaults(func=_cmd_train)

@@ -163,7 +163,7 @@ def test_switch_that_cannot_start_names_its_log(clean, plan_dir):
         module = "p4gen.testbed.no_such_dataplane"
 
     with pytest.raises(ReadinessError, match=r"^switch s1 exited with status 1 before opening its interfaces; "
-                                             r"see /tmp/p4g[0-9a-f]{4}-star2-\w+/p4gen-s1\.log") as exc:
+                                             r"see /tmp/p4gen-\d+/p4g[0-9a-f]{4}-star2-\w+/p4gen-s1\.log") as exc:
         with Network(star(2), switch=Broken, plan_dir=plan_dir):
             pass
     log = Path(str(exc.value).split("; see ")[1].split()[0])
@@ -276,7 +276,7 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
     assert bound.startswith("%bound = link-rate bound / time; the bound counts switchml: 16 frames (one per chunk "
                             "of 256 elements) of 1075 B = 1024 B of values + 51 B of headers"), bound
     assert "1 packets transmitted, 1 received" in out.stderr, out.stderr     # Mininet prints node output there
-    doc = json.loads((tmp_path / "r.json").read_text())
+    doc = json.loads((tmp_path / "r.json").read_text())["runs"]
     assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]
 
 

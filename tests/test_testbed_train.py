@@ -9,6 +9,7 @@ behind (tests/leakcheck.py).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -27,12 +28,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why
 def test_switchml_and_omnireduce_training_matches_gloo(tmp_path):
     before = snapshot()
     out = tmp_path / "train.json"
+    tmp = tmp_path / "tmp"                    # the run's temporary directory: torchrun must leave nothing in it
+    tmp.mkdir()
     p = subprocess.run([sys.executable, "-m", "p4gen.cli", "testbed", "train", "--workers", "4", "--switch", "soft",
                         "--bw", "50", "--model", "embbag", "--epochs", "1", "--protocol", "gloo,switchml,omnireduce",
                         "--json", str(out), "--plan-cache", str(tmp_path / "plans")],
-                       capture_output=True, text=True, timeout=1500)
+                       capture_output=True, text=True, timeout=1500, env=dict(os.environ, TMPDIR=str(tmp)))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    left = sorted(q.name for q in tmp.iterdir())
+    assert [n for n in left if n.startswith("torchelastic_")] == [], left
+    assert left == [f"p4gen-{os.geteuid()}"] and list((tmp / left[0]).iterdir()) == [], left
     recs = json.loads(out.read_text())
+    assert isinstance(recs.pop("p4gen_digest"), str)          # how p4gen knows its own file when it writes again
     assert set(recs) == {"gloo", "switchml", "omnireduce"}
     for proto in ("switchml", "omnireduce"):
         par = recs[proto]["parity"]

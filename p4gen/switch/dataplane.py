@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import select
 import signal
 import sys
@@ -300,10 +299,10 @@ def frame_slot(max_frame: int) -> int:
 
 
 def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
-    p = Path(path)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, p)
+    """The counters file, replaced atomically (never through a symlink, never over a file p4gen did not write)."""
+    from ..filewrite import JSON, write_file
+
+    write_file(path, json.dumps(data), JSON, "stats file", DataPlaneError, hint="choose another --stats")
 
 
 def parse_addr(spec: str) -> str:

@@ -224,8 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"p4gen.torch.train: rank {os.environ.get('RANK', '?')}: {exc}", file=sys.stderr)
         return 1
     if a.out and int(os.environ.get("RANK", "0")) == 0:
-        with open(a.out, "w", encoding="utf-8") as f:
-            json.dump(rec, f)
+        from ..errors import P4genError
+        from ..filewrite import JSON, write_file
+
+        try:
+            write_file(a.out, json.dumps(rec), JSON, "run record", P4genError, hint="move it away or choose another --out")
+        except P4genError as exc:
+            print(f"p4gen.torch.train: rank 0: {exc}", file=sys.stderr)
+            return 1
     return 0
 
 
