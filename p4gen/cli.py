@@ -107,7 +107,8 @@ def _direct_hit(args) -> tuple:
     """(direct-mode key or None, the build it found in the cache or None) of a build's arguments."""
     from . import build as buildmod
 
-    args.target = args.target or "tofino"
+    if args.target is None:
+        args.target = "tofino"
     inputs = _direct_inputs(args)
     dkey = buildmod.direct_key(inputs) if inputs is not None else None
     return dkey, (buildmod.build_direct(dkey, args.out, force=args.force) if dkey else None)
@@ -172,9 +173,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
         results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
                                   compile_p4=args.compile, shape=shape)]
         return _report_builds(args, results, t0)
-    stray = [n for n in ("link_gbps", "rtt_us", "size", "framing_bytes", "ports_per_pipe") if getattr(args, n) is not None]
+    from .layout.workload_args import given_workload
+
+    stray = given_workload(args)
     if stray:
-        raise P4genError(f"--{stray[0].replace('_', '-')} describes a workload; it applies with --layout best only")
+        raise P4genError(f"{stray[0]} describes a workload; it applies with --layout best only")
     dkey, hit = _direct_hit(args)
     if hit is not None:
         results = [hit]

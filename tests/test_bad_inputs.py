@@ -10,6 +10,7 @@ Hypothesis suite feeds random spec, target and job documents.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -203,7 +204,7 @@ _worker = st.dictionaries(st.sampled_from(WORKER_KEYS), _value | st.integers(0, 
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_doc(JOB_KEYS), workers=st.lists(_worker, max_size=4))
 def test_random_job_documents_raise_only_job_file_errors(doc, workers, build_dir):
-    from p4gen.controller.errors import JobFileError
+    from p4gen.jobfile import JobFileError
     from p4gen.jobfile import parse_job
 
     plan = _plan(build_dir)
@@ -224,3 +225,255 @@ def _plan(build_dir):
     if build_dir not in _PLANS:
         _PLANS[build_dir] = Plan.load(build_dir)
     return _PLANS[build_dir]
+
+
+# ---------------------------------------------------------------- p4gen plan --jobs documents (mutated)
+_JOBS_DOC = tomllib.loads((HERE.parent / "docs" / "examples" / "three-jobs.toml").read_text())
+_JOBS_KEYS = ["name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "ports_per_pipe", "hosts"]
+_HOST_KEYS = ["id", "port", "mac", "ip", "udp_port"]
+_host = st.dictionaries(st.sampled_from(_HOST_KEYS), _value | st.integers(0, 70000)
+                        | st.sampled_from(["02:00:00:00:00:01", "10.0.0.1", "10.0.0.1\n", "02:00:00:00:00:0g"]),
+                        min_size=3, max_size=5)
+
+
+def _hosts_for(n):
+    return st.lists(st.fixed_dictionaries({"port": st.integers(-1, 600), "udp_port": st.integers(0, 70000),
+                                           "mac": st.sampled_from(["02:00:00:00:00:01", "2:0:0:0:0:1", "x"]),
+                                           "ip": st.sampled_from(["10.0.0.1", "10.0.0.256", " 10.0.0.1"])}),
+                    min_size=n, max_size=n)
+
+
+@st.composite
+def _jobs_documents(draw):
+    import copy
+
+    doc = copy.deepcopy(_JOBS_DOC)
+    for _ in range(draw(st.integers(1, 3))):
+        where = draw(st.sampled_from(["job", "job", "job", "top", "hosts"]))
+        if where == "top":
+            doc[draw(st.sampled_from(["switch_mac", "jobs", "other"]))] = draw(_value)
+        elif not (isinstance(doc.get("jobs"), list) and doc["jobs"]):
+            continue
+        elif where == "hosts":
+            j = draw(st.integers(0, len(doc["jobs"]) - 1))
+            if isinstance(doc["jobs"][j], dict):
+                n = doc["jobs"][j].get("workers", 2)
+                ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n < 10
+                doc["jobs"][j]["hosts"] = draw(_hosts_for(n) if ok else st.lists(_host, max_size=3))
+        else:
+            j = draw(st.integers(0, len(doc["jobs"]) - 1))
+            if isinstance(doc["jobs"][j], dict):
+                key = draw(st.sampled_from(_JOBS_KEYS) | st.text(max_size=6))
+                if draw(st.booleans()) and key in doc["jobs"][j]:
+                    del doc["jobs"][j][key]
+                else:
+                    doc["jobs"][j][key] = draw(_value | st.floats(allow_nan=True) | st.integers(-2 ** 70, 2 ** 70))
+    return doc
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(doc=_jobs_documents())
+def test_random_jobs_documents_raise_only_spec_errors_and_write_only_valid_job_files(doc, tmp_path_factory, build_dir):
+    """What `p4gen plan --jobs` reads, mutated: a one-line SpecError, or jobs whose job files `p4gen ctl` reads."""
+    from types import SimpleNamespace
+
+    from p4gen.jobfile import JobFileError
+    from p4gen.jobfile import parse_job
+    from p4gen.errors import SpecError
+    from p4gen.layout.job_split_cli import _toml_job, load_jobs
+
+    path = tmp_path_factory.mktemp("jobs") / "j.toml"
+    path.write_text(_toml(doc))
+    try:
+        jobs, extra, hosts = _bounded(load_jobs, path)
+    except SpecError as exc:
+        assert "\n" not in str(exc)
+        return
+    plan = _plan(build_dir)
+    for number, job in enumerate(jobs, start=1):
+        if job.name not in hosts:
+            continue
+        fake = SimpleNamespace(job=job, group=0, slot_base=0, slot_count=8)
+        text = _toml_job(number, fake, hosts[job.name], extra, False)
+        try:
+            parse_job(tomllib.loads(text), plan, source="job.toml")
+        except JobFileError as exc:              # only what needs this plan (ids past its max_workers)
+            assert "max_workers" in str(exc) or "two workers" in str(exc) or "could not tell" in str(exc), str(exc)
+
+
+# ---------------------------------------------------------------- layout files (mutated)
+@functools.lru_cache(maxsize=None)
+def _layout_doc() -> dict:
+    from p4gen.layout.layoutfile import layout_document
+    from p4gen.pass_shape import PassShape
+
+    return layout_document("bmv2", make_spec(slots=64, max_workers=4, elements_per_packet=128),
+                           PassShape(2, "resident", 1))
+
+
+@st.composite
+def _layout_documents(draw):
+    import copy
+
+    doc = copy.deepcopy(_layout_doc())
+    for _ in range(draw(st.integers(1, 3))):
+        part = draw(st.sampled_from(["spec", "spec", "shape", "shape", "top"]))
+        table = doc if part == "top" else doc.get(part)
+        if not isinstance(table, dict):
+            doc[part] = draw(_value)
+            continue
+        keys = {"top": ["schema", "target", "spec", "shape"], "spec": SPEC_KEYS,
+                "shape": ["passes", "mode", "pipes", "placement"]}[part]
+        key = draw(st.sampled_from(keys) | st.text(max_size=6))
+        if draw(st.booleans()) and key in table:
+            del table[key]
+        else:
+            table[key] = draw(_value | st.sampled_from(["tofino", "bmv2", "stream", "fold", "resident", "omnireduce"])
+                              | st.integers(0, 40))
+    return doc
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(doc=_layout_documents())
+def test_random_layout_documents_raise_only_p4gen_errors(doc, tmp_path_factory):
+    """What `p4gen build --layout FILE` reads, mutated: a one-line error, or a plan of exactly that layout."""
+    from p4gen.layout.layoutfile import read_layout
+    from p4gen.planner import make_plan
+
+    path = tmp_path_factory.mktemp("layout") / "l.json"
+    path.write_text(json.dumps(doc))
+
+    def run():
+        try:
+            target, spec, shape = read_layout(path)
+        except P4genError as exc:
+            assert "\n" not in str(exc)
+            return
+        assert spec.to_dict() == doc["spec"]          # built as planned: no field filled in by a default
+        try:
+            make_plan(spec, load_target(target), shape)
+        except P4genError as exc:
+            assert "\n" not in str(exc)
+
+    _bounded(run)
+
+
+# ---------------------------------------------------------------- plans given to p4gen verify (mutated)
+@functools.lru_cache(maxsize=None)
+def _plan_data() -> str:
+    from p4gen.planner import make_plan
+
+    return make_plan(make_spec(slots=8, max_workers=2, elements_per_packet=8), load_target("bmv2")).to_json()
+
+
+_PLAN_PATHS = [("protocol",), ("variant",), ("decision", "variant"), ("decision", "protocol"), ("decision", "steps"),
+               ("decision", "outcome"), ("params", "op_codes"), ("params", "op_codes", "values"),
+               ("params", "op_codes", "values", "add"), ("params", "max_workers"), ("params", "slots"),
+               ("params", "value_width"), ("params", "bitmap_words"), ("registers",), ("headers",), ("tables",),
+               ("decision", "steps", 0, "rules", 0, "op"), ("decision", "steps", 0, "rules"),
+               ("decision", "outcome", "rules", 0, "stat")]
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(path=st.sampled_from(_PLAN_PATHS), value=_value | st.sampled_from(["advance_window", "hardened", "omnireduce",
+                                                                         "reference", "nop", "add"]))
+def test_random_plan_mutations_are_refused_by_verify_with_one_line(path, value):
+    """plan.json as `p4gen verify` reads it, one field replaced: a one-line PlanError before any proof, or a
+    plan whose program renders (verify then binds it)."""
+    from p4gen.errors import PlanError
+    from p4gen.plan import Plan
+    from p4gen.verify import artifacts, plancheck
+
+    data = json.loads(_plan_data())
+    node = data
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+
+    def run():
+        try:
+            plan = Plan.from_json(json.dumps(data), "plan.json")
+            plancheck.check(plan)
+            artifacts._render(plan)
+        except PlanError as exc:
+            assert "\n" not in str(exc)
+
+    _bounded(run)
+
+
+# ---------------------------------------------------------------- workload and testbed flags (random text)
+_flag_text = st.one_of(st.text(max_size=12), st.sampled_from(["inf", "-inf", "nan", "1e400", "0", "-1", "1.5", "",
+                                                             "9" * 30, "1" + "0" * 400, "0x10", " 3"]),
+                       st.integers(-2 ** 70, 2 ** 70).map(str), st.floats(allow_nan=True).map(repr))
+def _parse(command: str, argv: list[str]):
+    """(the parsed arguments, "") or (None, what argparse printed when it refused them with exit 2)."""
+    import contextlib
+    import io
+
+    from p4gen.cli import make_parser
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
+        try:
+            return make_parser(command).parse_args(argv), ""
+        except SystemExit as exc:
+            assert exc.code == 2, err.getvalue()
+    return None, err.getvalue()
+
+
+_PLAN_FLAGS = ["--size", "--link-gbps", "--rtt-us", "--density", "--framing-bytes", "--ports-per-pipe", "--slack",
+               "--window-headroom", "--objective", "--value-widths"]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(flag=st.sampled_from(_PLAN_FLAGS), text=_flag_text)
+def test_random_workload_flags_give_one_line_or_a_workload(flag, text):
+    """`p4gen plan` with one workload flag of any text: argparse's one line (exit 2), a one-line SpecError,
+    or a workload every field of which is in range, before any search runs."""
+    from p4gen.layout.workload_args import opt, value_widths, workload_from_args
+
+    base = {"--link-gbps": "1", "--rtt-us": "50", "--size": "1MiB"}
+    base[flag] = text
+    argv = ["plan", "--target", "bmv2", "--workers", "4"] + [a for kv in base.items() for a in kv]
+    args, err = _parse("plan", argv)
+    if args is None:
+        assert err.count("\n") == 1 and "error: argument" in err, err
+        return
+    try:
+        wl = workload_from_args(args, 4)
+        value_widths(args)
+        assert opt(args, "objective") == args.objective or args.objective is None
+    except P4genError as exc:
+        assert "\n" not in str(exc)
+        return
+    import math
+
+    assert all(math.isfinite(v) for v in (wl.link_gbps, wl.rtt_us, wl.density)) and 1 <= wl.elements <= 1 << 48
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(cmd=st.sampled_from(["run", "up", "train"]), flag=st.sampled_from(["--delay", "--timeout", "--protocol",
+                                                                          "--workers", "--bw", "--loss", "--epochs"]),
+       text=_flag_text | st.sampled_from(["switchml,", ",", "gloo,gloo", "switchml,omnireduce", "5ms", "1s"]))
+def test_random_testbed_flags_give_one_line_before_any_network(cmd, flag, text):
+    """`p4gen testbed run|up|train` with one flag of any text: refused with one line while the arguments are
+    read (no network is built here: the checks run before one would be)."""
+    from p4gen.testbed.network_options import check_network_options
+    from p4gen.testbed.train import _protocols
+
+    if (cmd, flag) in {("up", "--timeout"), ("up", "--epochs"), ("run", "--epochs")}:
+        return
+    args, err = _parse("testbed", ["testbed", cmd, flag, text])
+    if args is None:
+        assert err.count("\n") == 1, err
+        return
+    try:
+        check_network_options(args)
+        if cmd == "train":
+            _protocols(args.protocol)
+        if flag == "--timeout":
+            import math
+
+            assert math.isfinite(args.timeout) and args.timeout > 0
+    except P4genError as exc:
+        assert "\n" not in str(exc)

@@ -339,14 +339,42 @@ def test_split_optimum_against_brute_force():
 BAD_JOBS = [
     ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\n', "j.toml: jobs[0].size is missing"),
     ('[[jobs]]\nname = "a b"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 1\n',
-     "j.toml: jobs[0].name='a b' must be a word of letters, digits, - and _"),
+     "j.toml: jobs[0].name='a b' must be a word of at most 64 letters, digits, - and _"),
     ('[[jobs]]\nname = "a"\nworkers = 1\nlink_gbps = 100\nrtt_us = 10\nsize = 1\n',
-     "j.toml: jobs[0]: workers=1 must be an integer >= 2"),
+     "j.toml: jobs[0]: workers=1 must be an integer in 2..256"),
     ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = "1MiB"\n',
      "a jobs file needs at least 2 jobs; it has 1 (plan one job with --workers)"),
     ('[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n[[jobs]]\nname = "a"\n'
      'workers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n', "j.toml: jobs[1].name='a' repeats an earlier job's"),
     ('speed = 3\n', "j.toml: unknown key 'speed'; known keys: jobs, switch_mac"),
+]
+# each value a job's field may wrongly hold, checked by type and range (a traceback or a silent coercion before)
+_JOB = '[[jobs]]\nname = "a"\nworkers = 4\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n'
+_TWO = '[[jobs]]\nname = "b"\nworkers = 2\nlink_gbps = 100\nrtt_us = 10\nsize = 9\n'
+_HOSTS = ('[[jobs.hosts]]\nport = 1\nmac = "02:00:00:00:00:01"\nip = "10.0.0.1"\nudp_port = 1\n'
+          '[[jobs.hosts]]\nport = {port2}\nmac = "02:00:00:00:00:02"\nip = "{ip2}"\nudp_port = 2\n')
+BAD_JOBS += [(_JOB + extra + "\n" + _TWO, "j.toml: jobs[0]: " + error) for extra, error in [
+    ('density = "x"', "density='x' must be a number in (0, 1]"),
+    ("density = true", "density=True must be a number in (0, 1]"),
+    ("density = inf", "density=inf must be a number in (0, 1]"),
+    ("density = nan", "density=nan must be a number in (0, 1]"),
+    ("framing_bytes = 1.5", "framing_bytes=1.5 must be an integer in 0..65535"),
+    ('framing_bytes = "a"', "framing_bytes='a' must be an integer in 0..65535"),
+    ("framing_bytes = 100000000000000000000", "framing_bytes=100000000000000000000 must be an integer in 0..65535"),
+    ('ports_per_pipe = "x"', "ports_per_pipe='x' must be an integer in 1..512"),
+]] + [
+    (_JOB.replace("link_gbps = 100", "link_gbps = inf") + _TWO, "j.toml: jobs[0]: link_gbps=inf must be a number in "
+                                                                "(0, 100000]"),
+    (_JOB.replace("size = 9", "size = " + "9" * 40) + _TWO, "j.toml: jobs[0]: --size '" + "9" * 40 + "' gives " + "9" * 40
+     + " elements; 1..281474976710656 (2^48) can be planned"),
+    (_JOB.replace("size = 9", "size = [1]") + _TWO, "j.toml: jobs[0].size=[1] must be a number of elements or a size "
+                                                    'such as "256MiB"'),
+    ('switch_mac = "02:00:00:00:00:fe\\n"\n' + _JOB + _TWO,
+     "j.toml: switch_mac='02:00:00:00:00:fe\\n' is not a MAC address (six hex octets, e.g. 02:00:00:00:00:fe)"),
+    (_TWO + _HOSTS.format(ip2="10.0.0.2\\n", port2=2) + _JOB,
+     "j.toml: jobs[0].hosts[1].ip='10.0.0.2\\n' is not a dotted-quad IPv4 address"),
+    (_TWO + _HOSTS.format(ip2="10.0.0.2", port2=512) + _JOB,
+     "j.toml: jobs[0].hosts[1].port=512 must be an integer in 0..511 (9-bit ports)"),
 ]
 
 

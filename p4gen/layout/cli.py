@@ -13,9 +13,11 @@ from pathlib import Path
 
 from .. import protocols
 from ..errors import P4genError, SpecError
-from .workload_args import add_workload_args, check_workload_given, value_widths, workload_from_args
+from .workload_args import (add_workload_args, check_workload_given, given_workload, opt, value_widths,
+                            workload_from_args)
 
 __all__ = ["add_workload_args", "build_layout", "handler", "register", "run_search"]
+
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -42,18 +44,16 @@ def register(subparsers) -> argparse.ArgumentParser:
 def _profile(args: argparse.Namespace):
     from ..target import load_target, load_target_file
 
-    return load_target_file(args.target_file) if args.target_file else load_target(args.target)
+    return load_target_file(args.target_file) if args.target_file is not None else load_target(args.target)
 
 
 def run_search(args: argparse.Namespace, profile, workers: int | None, certify: bool = True):
     from .search import search
 
-    if not 0 <= args.slack <= 1000:
-        raise SpecError(f"--slack {args.slack:g} must be a percentage in 0..1000")
     wl = workload_from_args(args, workers)
     return search(profile, wl, protocol=args.protocol, variant=args.variant, widths=value_widths(args),
-                  objective=args.objective, slack=args.slack / 100, certify=certify, fill_rtt=args.fill_rtt,
-                  headroom=args.window_headroom)
+                  objective=opt(args, "objective"), slack=opt(args, "slack") / 100, certify=certify,
+                  fill_rtt=opt(args, "fill_rtt"), headroom=opt(args, "window_headroom"))
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -96,7 +96,8 @@ def build_layout(args: argparse.Namespace):
         fixed = [n for n in searched if getattr(args, n, None) is not None]
         if fixed:
             raise SpecError(f"--layout best chooses the spec; drop --{fixed[0].replace('_', '-')}")
-        profile = load_target_file(args.target_file) if args.target_file else load_target(args.target or "tofino")
+        profile = (load_target_file(args.target_file) if args.target_file is not None
+                   else load_target("tofino" if args.target is None else args.target))
         args.protocol = args.protocol or protocols.DEFAULT.name
         args.variant = args.variant or protocols.without_fifo(args.protocol).name
         res = run_search(args, profile, args.workers, certify=False)
@@ -104,13 +105,17 @@ def build_layout(args: argparse.Namespace):
     fixed = [n for n in searched + ("protocol", "variant", "workers") if getattr(args, n, None) is not None]
     if fixed:
         raise SpecError(f"--layout {args.layout} fixes the spec; drop --{fixed[0].replace('_', '-')}")
+    workload = given_workload(args)
+    if workload:
+        raise SpecError(f"--layout {args.layout} was planned for its own workload; drop {workload[0]} (or plan "
+                        f"again with p4gen plan, or build --layout best)")
     from .layoutfile import read_layout
 
     target, spec, shape = read_layout(args.layout)
-    if args.target_file:
+    if args.target_file is not None:
         profile = load_target_file(args.target_file)
     else:
-        if args.target and args.target != target:
+        if args.target is not None and args.target != target:
             raise SpecError(f"layout file {args.layout!r} was planned for {target}, not --target {args.target}")
         profile = load_target(target)
     if profile.name != target:

@@ -40,6 +40,13 @@ from ..target import TargetProfile
 ETHERNET_FRAMING_BYTES = 24
 # IEEE 802.3: the smallest frame is 64 bytes with its FCS, 60 without
 MIN_FRAME_BYTES = 60
+# the ranges a workload is checked against (far beyond any real one; they keep the arithmetic finite)
+MAX_WORKERS = 256                 # p4gen.spec: the most workers of one job
+MAX_LINK_GBPS = 100000.0          # 100 Tb/s
+MAX_RTT_US = 1e9                  # 1000 s
+MAX_ELEMENTS = 1 << 48
+MAX_FRAMING_BYTES = 65535
+MAX_PORTS_PER_PIPE = 512          # 9-bit ports
 
 
 @dataclass(frozen=True)
@@ -58,10 +65,26 @@ class Workload:
     ports_per_pipe: int | None = None     # worker ports of one pipe; None: the profile's share of its rate
 
     def __post_init__(self) -> None:
-        checks = [("workers", self.workers >= 2, "an integer >= 2"), ("link_gbps", self.link_gbps > 0, "> 0"),
-                  ("rtt_us", self.rtt_us >= 0, ">= 0"), ("size", self.elements >= 1, "at least 1 element"),
-                  ("density", 0 < self.density <= 1, "in (0, 1]"), ("framing_bytes", self.framing_bytes >= 0, ">= 0"),
-                  ("ports_per_pipe", self.ports_per_pipe is None or self.ports_per_pipe >= 1, "a positive integer")]
+        """Every field checked by type and range (a bool is no number here), so a job document or a
+        command line with anything else is one SpecError line, never a traceback later."""
+        def real(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        def whole(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        pp = self.ports_per_pipe
+        checks = [("workers", whole(self.workers) and 2 <= self.workers <= MAX_WORKERS, f"an integer in 2..{MAX_WORKERS}"),
+                  ("link_gbps", real(self.link_gbps) and 0 < self.link_gbps <= MAX_LINK_GBPS,
+                   f"a number in (0, {MAX_LINK_GBPS:g}]"),
+                  ("rtt_us", real(self.rtt_us) and 0 <= self.rtt_us <= MAX_RTT_US, f"a number in [0, {MAX_RTT_US:g}]"),
+                  ("size", whole(self.elements) and 1 <= self.elements <= MAX_ELEMENTS,
+                   f"1..{MAX_ELEMENTS} elements (2^48)"),
+                  ("density", real(self.density) and 0 < self.density <= 1, "a number in (0, 1]"),
+                  ("framing_bytes", whole(self.framing_bytes) and 0 <= self.framing_bytes <= MAX_FRAMING_BYTES,
+                   f"an integer in 0..{MAX_FRAMING_BYTES}"),
+                  ("ports_per_pipe", pp is None or (whole(pp) and 1 <= pp <= MAX_PORTS_PER_PIPE),
+                   f"an integer in 1..{MAX_PORTS_PER_PIPE}")]
         for name, ok, what in checks:
             if not ok:
                 raise SpecError(f"{name}={getattr(self, name if name != 'size' else 'elements')!r} must be {what}")

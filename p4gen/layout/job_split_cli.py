@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from ..errors import SpecError
 from ..fileread import load_toml
 from .cost import ETHERNET_FRAMING_BYTES, Workload
 from .job_split import Job, Split, equal_split, home_pipe, plan_jobs
-from .workload_args import parse_size, value_widths
+from .workload_args import opt, parse_size, value_widths
 
 _JOB_KEYS = ("name", "workers", "link_gbps", "rtt_us", "size", "density", "framing_bytes", "ports_per_pipe", "hosts")
 _HOST_KEYS = ("id", "port", "mac", "ip", "udp_port")
@@ -56,41 +57,73 @@ def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, li
             if key not in j:
                 raise SpecError(f"{where}.{key} is missing")
         name = j["name"]
-        if not isinstance(name, str) or not name or not name.replace("-", "").replace("_", "").isalnum():
-            raise SpecError(f"{where}.name={name!r} must be a word of letters, digits, - and _")
+        if (not isinstance(name, str) or not name or len(name) > 64 or not name.isascii()
+                or not name.replace("-", "").replace("_", "").isalnum()):
+            raise SpecError(f"{where}.name={name!r:.80} must be a word of at most 64 letters, digits, - and _")
         if name in names:
             raise SpecError(f"{where}.name={name!r} repeats an earlier job's")
         names.add(name)
 
-        def number(key: str, kind=(int, float)):
-            v = j[key]
-            if isinstance(v, bool) or not isinstance(v, kind):
-                raise SpecError(f"{where}.{key}={v!r} must be a number")
-            return v
-
+        size = j["size"]
+        if not isinstance(size, (int, str)) or isinstance(size, bool):
+            raise SpecError(f"{where}.size={size!r} must be a number of elements or a size such as \"256MiB\"")
         try:
-            wl = Workload(number("workers", int), float(number("link_gbps")), float(number("rtt_us")),
-                          parse_size(str(j["size"])), float(j.get("density", 1.0)),
-                          int(j.get("framing_bytes", ETHERNET_FRAMING_BYTES)), ports_per_pipe=j.get("ports_per_pipe"))
+            # every value as the document gives it: Workload checks each by type and range
+            wl = Workload(j["workers"], j["link_gbps"], j["rtt_us"], parse_size(str(size)), j.get("density", 1.0),
+                          j.get("framing_bytes", ETHERNET_FRAMING_BYTES), ports_per_pipe=j.get("ports_per_pipe"))
         except SpecError as exc:
             raise SpecError(f"{where}: {exc}") from None
         jobs.append(Job(name, wl))
         if "hosts" in j:
-            hs = j["hosts"]
-            if not isinstance(hs, list) or len(hs) != wl.workers or not all(isinstance(h, dict) for h in hs):
-                raise SpecError(f"{where}.hosts must be {wl.workers} tables, one per worker")
-            for k, h in enumerate(hs):
-                bad = sorted(set(h) - set(_HOST_KEYS))
-                if bad or not {"port", "mac", "ip", "udp_port"} <= set(h):
-                    raise SpecError(f"{where}.hosts[{k}] needs port, mac, ip and udp_port (and may give id)")
-            hosts[name] = hs
+            hosts[name] = _hosts(j["hosts"], wl.workers, f"{where}.hosts")
+    if "switch_mac" in doc and not (isinstance(doc["switch_mac"], str) and _MAC.fullmatch(doc["switch_mac"])):
+        raise SpecError(f"{p.name}: switch_mac={doc['switch_mac']!r:.80} is not a MAC address (six hex octets, "
+                        f"e.g. 02:00:00:00:00:fe)")
     return jobs, {"switch_mac": doc["switch_mac"]} if "switch_mac" in doc else {}, hosts
+
+
+_MAC = re.compile(r"[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}")
+
+
+def _hosts(hs: Any, workers: int, where: str) -> list[dict]:
+    """A job's ``hosts``, checked by type and range as a job file's workers are (p4gen ctl refuses the
+    job file otherwise): one table per worker with port, mac, ip, udp_port and maybe id."""
+    import ipaddress
+
+    if not isinstance(hs, list) or len(hs) != workers or not all(isinstance(h, dict) for h in hs):
+        raise SpecError(f"{where} must be {workers} tables, one per worker")
+    out, ids = [], set()
+    for k, h in enumerate(hs):
+        bad = sorted(set(h) - set(_HOST_KEYS))
+        if bad or not {"port", "mac", "ip", "udp_port"} <= set(h):
+            raise SpecError(f"{where}[{k}] needs port, mac, ip and udp_port (and may give id)")
+        entry = {"id": h.get("id", k)}
+        for key, lo, hi, why in (("id", 0, workers - 1, "one per worker of the job"), ("port", 0, 511, "9-bit ports"),
+                                 ("udp_port", 1, 65535, "a UDP port")):
+            v = entry["id"] if key == "id" else h[key]
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise SpecError(f"{where}[{k}].{key}={v!r} must be an integer in {lo}..{hi} ({why})")
+            entry[key] = v
+        if entry["id"] in ids:
+            raise SpecError(f"{where}[{k}].id={entry['id']} repeats an earlier worker's")
+        ids.add(entry["id"])
+        mac = h["mac"]
+        if not isinstance(mac, str) or not _MAC.fullmatch(mac):
+            raise SpecError(f"{where}[{k}].mac={mac!r} is not a MAC address (six hex octets, e.g. 02:00:00:00:00:01)")
+        ip = h["ip"]
+        try:
+            if not isinstance(ip, str) or not ip.isascii() or ip != ip.strip():
+                raise ValueError(ip)
+            ipaddress.IPv4Address(ip)
+        except ValueError:
+            raise SpecError(f"{where}[{k}].ip={ip!r} is not a dotted-quad IPv4 address") from None
+        out.append({"id": entry["id"], "port": entry["port"], "mac": mac, "ip": ip, "udp_port": entry["udp_port"]})
+    return out
 
 
 def _workers(profile, split: Split, plan, index0: int, given: list[dict] | None) -> list[dict]:
     if given is not None:
-        return [{"id": h.get("id", k), **{key: h[key] for key in ("port", "mac", "ip", "udp_port")}}
-                for k, h in enumerate(given)]
+        return given
     home = home_pipe(profile, split, plan.group)
     out = []
     for k in range(plan.job.workload.workers):
@@ -119,9 +152,10 @@ def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
     from ..filewrite import JSON, TOML, check_dir, check_file, write_files
     from .layoutfile import OUT_HINT, layout_document
 
-    objective = {"time": "makespan", "makespan": "makespan", "sum": "sum"}.get(args.objective)
+    given = opt(args, "objective") if args.objective is not None else "makespan"
+    objective = {"time": "makespan", "makespan": "makespan", "sum": "sum"}.get(given)
     if objective is None:
-        raise SpecError(f"--objective {args.objective!r}: with --jobs use makespan (default) or sum")
+        raise SpecError(f"--objective {given!r}: with --jobs use makespan (default) or sum")
     jobs, extra, hosts = load_jobs(args.jobs)
     out_text = args.out if args.out is not None else str(Path("p4gen-out") / f"{profile.name}-jobs")
     out = Path(out_text)

@@ -24,6 +24,7 @@ from ..spec import Spec, make_spec
 from ..pass_shape import PassShape, shape_from_dict
 
 SCHEMA = "p4gen.layout/1"
+SPEC_KEYS = ("protocol", "variant", "max_workers", "slots", "elements_per_packet", "value_width", "jobs")
 
 
 def layout_document(target: str, spec: Spec, shape: PassShape, **extra: Any) -> dict[str, Any]:
@@ -57,6 +58,10 @@ def read_layout(path: str | Path) -> tuple[str, Spec, PassShape]:
             raise SpecError(f"{name} lacks the key {key!r}")
     if not isinstance(doc["target"], str) or not isinstance(doc["spec"], dict):
         raise SpecError(f"{name}: target must be a name and spec a table")
+    missing = [k for k in SPEC_KEYS if k not in doc["spec"]]
+    if missing:
+        raise SpecError(f"{name}: spec lacks {missing[0]!r} (a layout file gives the whole spec, as p4gen plan "
+                        f"writes it; a default would build another layout than the one planned)")
     try:
         spec = make_spec(**doc["spec"])
     except SpecError as exc:
