@@ -331,3 +331,99 @@ def test_a_100_worker_job_that_overflows_l2_forward_is_rolled_back_then_fits(bui
             ch = ctl.setup(job)
             assert (ch.workers, ch.updates) == (100, 401)
             assert len(model.read("workers")) == 100 and len(model.read("l2_forward")) == 1000
+
+
+# ---------------------------------------------------------------- reads and writes in bounded pieces
+def test_a_read_returns_every_entity_in_pieces_with_the_values_the_model_holds(pushed):
+    model, server, conn, b = pushed
+    e = PlanEntities(b.plan)
+    regs = b.plan.registers
+    model.register_write(regs[-1].name, 5, [7, 9])                 # a value register: lanes 7 (low) and 9
+    model.register_write("chunk", 3, [123456])
+    stub_ch, stub = _stub(server.addr)
+    try:
+        wild = p4runtime_pb2.Entity()
+        wild.register_entry.register_id = 0
+        pieces = list(stub.Read(p4runtime_pb2.ReadRequest(device_id=0, entities=[wild]), timeout=60))
+    finally:
+        stub_ch.close()
+    ents = [x for p in pieces for x in p.entities]
+    assert len(ents) == sum(r.entries for r in regs) and len(pieces) > len(regs) // 2
+    assert max(len(p.entities) for p in pieces) <= 1000
+    got = {(x.register_entry.register_id, x.register_entry.index.index): int.from_bytes(x.register_entry.data.bitstring,
+                                                                                         "big") for x in ents}
+    assert got[(regs[-1].id, 5)] == 7 | 9 << regs[-1].lane_bits and got[(regs[0].id, 3)] == 123456
+    assert sum(1 for v in got.values() if v) == 2
+    assert conn.read([e.table_wildcard("l2_forward")]) == []          # small reads answer as before
+
+
+def test_a_read_selecting_too_many_entities_is_refused_with_one_line(tmp_path):
+    from p4gen.switch.p4rt_server import MAX_READ_ENTITIES
+
+    out = tmp_path / "big"
+    build(make_spec(slots=4096, elements_per_packet=64, max_workers=2), load_target("bmv2"), out, use_cache=False)
+    b = load_build(out)
+    total = sum(r.entries for r in b.plan.registers)
+    assert total > MAX_READ_ENTITIES
+    with P4RuntimeServer(SwitchModel(b.plan), pipeline_set=True) as server:
+        ch, stub = _stub(server.addr)
+        try:
+            wild = p4runtime_pb2.Entity()
+            wild.register_entry.register_id = 0
+            err = _rpc_error(lambda: list(stub.Read(p4runtime_pb2.ReadRequest(device_id=0, entities=[wild]), timeout=30)))
+            one = p4runtime_pb2.Entity()
+            one.register_entry.register_id = b.plan.registers[0].id
+            alone = [x for r in stub.Read(p4runtime_pb2.ReadRequest(device_id=0, entities=[one]), timeout=30)
+                     for x in r.entities]
+        finally:
+            ch.close()
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert err.details() == (f"this Read selects {total} entities; a Read may select at most {MAX_READ_ENTITIES} "
+                             f"(read the registers one by one, or by index)")
+    assert len(alone) == b.plan.registers[0].entries
+
+
+def test_requests_past_their_deadline_are_dropped_and_the_busy_server_refuses_the_rest(pushed, monkeypatch):
+    """MAX_ACTIVE Reads held open: a Write whose deadline passes while it waits is never executed, not even
+    once the Reads finish; with a long deadline it is refused as busy after ADMIT_WAIT."""
+    from p4gen.switch import p4rt_server
+
+    model, server, conn, b = pushed
+    release, entered = threading.Event(), threading.Semaphore(0)
+    real = server.servicer.store.read
+
+    def slow(ent, lock, piece, encode=None):
+        entered.release()
+        release.wait(30)
+        yield from real(ent, lock, piece, encode)
+
+    monkeypatch.setattr(server.servicer.store, "read", slow)
+    e = PlanEntities(b.plan)
+    readers = []
+    for _ in range(p4rt_server.MAX_ACTIVE):
+        ch, stub = _stub(server.addr)
+        req = p4runtime_pb2.ReadRequest(device_id=0, entities=[e.table_wildcard("l2_forward")])
+        t = threading.Thread(target=lambda s=stub, r=req: list(s.Read(r, timeout=60)))
+        t.start()
+        readers.append((ch, t))
+    for _ in range(p4rt_server.MAX_ACTIVE):
+        assert entered.acquire(timeout=10)
+    ch, stub = _stub(server.addr)
+    try:
+        t0 = time.monotonic()
+        late = _rpc_error(stub.Write, _write_request(conn, [update(INSERT, _l2(e, 1))]), timeout=0.5)
+        waited = time.monotonic() - t0
+        busy = _rpc_error(stub.Write, _write_request(conn, [update(INSERT, _l2(e, 2))]), timeout=30)
+    finally:
+        release.set()
+        for c, t in readers:
+            t.join(30)
+            c.close()
+    time.sleep(0.5)                                  # what the server would still do with a backlog
+    assert late.code() == grpc.StatusCode.DEADLINE_EXCEEDED and waited < 2
+    assert busy.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert busy.details().startswith(f"Write: this switch executes at most {p4rt_server.MAX_ACTIVE} requests at once")
+    assert model.read("l2_forward") == []            # neither write ever ran
+    conn.write([update(INSERT, _l2(e, 3))])           # and the server serves again
+    assert len(model.read("l2_forward")) == 1
+    ch.close()

@@ -8,12 +8,15 @@ unknown update type, ID, field or action, a value wider than its field and
 an index outside its array; NOT_FOUND / ALREADY_EXISTS for a missing or
 present entry; PERMISSION_DENIED for const tables; UNIMPLEMENTED for what
 the software switch does not have (meters, action profiles, clone sessions).
-The caller holds the model's lock.
+The caller holds the model's lock around a write; a read takes it itself, only
+while it copies the state it answers from (:meth:`EntityStore.read`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
+
+import numpy as np
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
@@ -226,34 +229,77 @@ class EntityStore:
                                                    f"0..{r.entries - 1}")
         self.model.register_write(name, e.index.index, lanes)
 
-    def read(self, ent: p4runtime_pb2.Entity) -> list[p4runtime_pb2.Entity]:
+    # -- reads: sized first, then state copied under the lock piece by piece, messages built outside it
+    def read_count(self, ent: p4runtime_pb2.Entity) -> int:
+        """How many entities ``ent`` selects (at most): checks it as :meth:`read` would, builds nothing."""
         kind = ent.WhichOneof("entity")
         if kind == "table_entry":
-            return self._read_tables(ent.table_entry)
+            te = ent.table_entry
+            tables = [self._table(te.table_id)] if te.table_id else list(self._tables.values())
+            if te.table_id and not te.is_default_action:
+                self._decode_match(tables[0], te, partial=True)
+            return sum(1 if te.is_default_action else
+                       len(t.entries) if t.const else self.model.size(t.name) for t in tables)
         if kind == "packet_replication_engine_entry":
             pre = ent.packet_replication_engine_entry
             if pre.WhichOneof("type") != "multicast_group_entry":
                 raise Fail(code_pb2.UNIMPLEMENTED, f"{pre.WhichOneof('type')} is not supported by the software switch")
-            want = pre.multicast_group_entry.multicast_group_id
-            out = []
-            for mgid in sorted(self.model.groups):
-                if want in (0, mgid):
-                    e = p4runtime_pb2.Entity()
-                    g = e.packet_replication_engine_entry.multicast_group_entry
-                    g.multicast_group_id = mgid
-                    for port, rid in self.model.groups[mgid]:
-                        g.replicas.add(egress_port=port, instance=rid)
-                    out.append(e)
-            return out
+            return len(self.model.groups)
         if kind == "counter_entry":
-            return self._read_counters(ent.counter_entry)
+            c = ent.counter_entry
+            if c.counter_id and c.counter_id not in self._counters:
+                raise Fail(code_pb2.INVALID_ARGUMENT, f"unknown counter id {c.counter_id}")
+            if c.HasField("index"):
+                if not c.counter_id:
+                    raise Fail(code_pb2.INVALID_ARGUMENT, "a counter index needs a counter id")
+                self._check_counter_index(self._counters[c.counter_id], c)
+                return 1
+            return sum(len(cnt.indices) for cid, cnt in self._counters.items() if c.counter_id in (0, cid))
         if kind == "register_entry":
-            return self._read_registers(ent.register_entry)
+            r = ent.register_entry
+            regs = [self._register(r.register_id)] if r.register_id else list(self._registers.values())
+            if r.HasField("index"):
+                for reg in regs:
+                    if not 0 <= r.index.index < reg.entries:
+                        raise Fail(code_pb2.INVALID_ARGUMENT, f"register {reg.name} index {r.index.index} outside "
+                                                               f"0..{reg.entries - 1}")
+                return len(regs)
+            return sum(reg.entries for reg in regs)
         raise Fail(code_pb2.UNIMPLEMENTED, f"{kind} is not supported by the software switch")
 
-    def _entry(self, t, match: dict[str, int], action: str, args: dict[str, int],
-               default: bool = False) -> p4runtime_pb2.Entity:
-        e = p4runtime_pb2.Entity()
+    def read(self, ent: p4runtime_pb2.Entity, lock, piece: int, encode=None) -> Iterator[bytes]:
+        """The entities ``ent`` selects (checked by :meth:`read_count` first), as serialized ReadResponses
+        of at most ``piece`` entities.
+
+        The model's state is copied while ``lock`` is held -- one register array, table or the groups at
+        a time -- and the messages are built after it is released, so a Read of any size holds the
+        packet path only for those copies.  ``encode(fn, *args)`` runs :func:`register_responses` (the
+        bulk of a large Read: protobuf here is pure Python) where the caller wants it, e.g. in another
+        process, so that it does not take the packet loop's interpreter lock either; default: here."""
+        kind = ent.WhichOneof("entity")
+        if kind == "table_entry":
+            yield from self._read_tables(ent.table_entry, lock, piece)
+        elif kind == "packet_replication_engine_entry":
+            want = ent.packet_replication_engine_entry.multicast_group_entry.multicast_group_id
+            with lock:
+                groups = {g: list(reps) for g, reps in self.model.groups.items() if want in (0, g)}
+            rows = sorted(groups)
+            for lo in range(0, len(rows), piece):
+                resp = p4runtime_pb2.ReadResponse()
+                for mgid in rows[lo:lo + piece]:
+                    g = resp.entities.add().packet_replication_engine_entry.multicast_group_entry
+                    g.multicast_group_id = mgid
+                    for port, rid in groups[mgid]:
+                        g.replicas.add(egress_port=port, instance=rid)
+                yield resp.SerializeToString()
+        elif kind == "counter_entry":
+            yield from self._read_counters(ent.counter_entry, lock, piece)
+        else:
+            yield from self._read_registers(ent.register_entry, lock, piece, encode)
+
+    def _entry(self, e: p4runtime_pb2.Entity, t, match: dict[str, int], action: str,
+               args: dict[str, int], default: bool = False) -> None:
+        """Fill ``e`` with the table entry (match -> action(params)) of table ``t``."""
         te = e.table_entry
         te.table_id = t.id
         if default:
@@ -267,65 +313,83 @@ class EntityStore:
             te.action.action.params.add(param_id=pid, value=codec.encode(int(args[q.name]), q.bits))
         if t.const:
             te.is_const = True
-        return e
 
-    def _read_tables(self, te: p4runtime_pb2.TableEntry) -> list[p4runtime_pb2.Entity]:
+    def _read_tables(self, te: p4runtime_pb2.TableEntry, lock, piece: int) -> Iterator[bytes]:
         tables = [self._table(te.table_id)] if te.table_id else list(self._tables.values())
-        out = []
         for t in tables:
             if te.is_default_action:
-                out.append(self._entry(t, {}, t.default_action, dict(t.default_args or {}), default=True))
+                resp = p4runtime_pb2.ReadResponse()
+                self._entry(resp.entities.add(), t, {}, t.default_action, dict(t.default_args or {}),
+                            default=True)
+                yield resp.SerializeToString()
                 continue
             want = self._decode_match(t, te, partial=True) if te.table_id else {}
             if t.const:
                 rows = [(dict(e.match), e.action, dict(e.args)) for e in t.entries]
             else:
-                rows = [(e["match"], e["action"], e["params"]) for e in self.model.read(t.name)]
-            for match, action, params in rows:
-                if all(match.get(k) == v for k, v in want.items()):
-                    out.append(self._entry(t, match, action, params))
-        return out
+                with lock:
+                    rows = [(e["match"], e["action"], e["params"]) for e in self.model.read(t.name)]
+            rows = [r for r in rows if all(r[0].get(k) == v for k, v in want.items())]
+            for lo in range(0, len(rows), piece):
+                resp = p4runtime_pb2.ReadResponse()
+                for match, action, params in rows[lo:lo + piece]:
+                    self._entry(resp.entities.add(), t, match, action, params)
+                yield resp.SerializeToString()
 
-    def _read_counters(self, c: p4runtime_pb2.CounterEntry) -> list[p4runtime_pb2.Entity]:
-        if c.counter_id and c.counter_id not in self._counters:
-            raise Fail(code_pb2.INVALID_ARGUMENT, f"unknown counter id {c.counter_id}")
-        if c.HasField("index"):
-            if not c.counter_id:
-                raise Fail(code_pb2.INVALID_ARGUMENT, "a counter index needs a counter id")
-            self._check_counter_index(self._counters[c.counter_id], c)
-        out = []
+    def _read_counters(self, c: p4runtime_pb2.CounterEntry, lock, piece: int) -> Iterator[bytes]:
         for cid, cnt in sorted(self._counters.items()):
             if c.counter_id not in (0, cid):
                 continue
-            values = self.model.counter_read(cnt.name)
-            for i, stat in enumerate(cnt.indices):
-                if c.HasField("index") and c.index.index != i:
-                    continue
-                e = p4runtime_pb2.Entity()
-                ce = e.counter_entry
-                ce.counter_id = cid
-                ce.index.index = i
-                ce.data.packet_count, ce.data.byte_count = values[stat]
-                out.append(e)
-        return out
+            with lock:
+                values = self.model.counter_read(cnt.name)
+            rows = [(i, stat) for i, stat in enumerate(cnt.indices) if not c.HasField("index") or c.index.index == i]
+            for lo in range(0, len(rows), piece):
+                resp = p4runtime_pb2.ReadResponse()
+                for i, stat in rows[lo:lo + piece]:
+                    ce = resp.entities.add().counter_entry
+                    ce.counter_id = cid
+                    ce.index.index = i
+                    ce.data.packet_count, ce.data.byte_count = values[stat]
+                yield resp.SerializeToString()
 
-    def _read_registers(self, r: p4runtime_pb2.RegisterEntry) -> list[p4runtime_pb2.Entity]:
+    def _read_registers(self, r: p4runtime_pb2.RegisterEntry, lock, piece: int, encode) -> Iterator[bytes]:
         regs = [self._register(r.register_id)] if r.register_id else list(self._registers.values())
-        out = []
         for reg in regs:
-            arr = self.model.register_read(reg.name)
-            rows = range(reg.entries)
+            with lock:                                   # a copy of one array: the only time the lock is held
+                arr = self.model.register_read(reg.name)
+            first = r.index.index if r.HasField("index") else 0
             if r.HasField("index"):
-                if not 0 <= r.index.index < reg.entries:
-                    raise Fail(code_pb2.INVALID_ARGUMENT, f"register {reg.name} index {r.index.index} outside "
-                                                           f"0..{reg.entries - 1}")
-                rows = [r.index.index]
-            for i in rows:
-                lanes = [int(x) for x in (arr[i] if arr.ndim > 1 else [arr[i]])]
-                value = sum(v << (j * reg.lane_bits) for j, v in enumerate(lanes))
-                e = p4runtime_pb2.Entity()
-                e.register_entry.register_id = reg.id
-                e.register_entry.index.index = i
-                e.register_entry.data.bitstring = codec.encode(value, reg.entry_bits)
-                out.append(e)
-        return out
+                arr = arr[first:first + 1]
+            args = (reg.id, reg.lane_bits, reg.entry_bits, first, arr, piece)
+            yield from (encode(register_responses, *args) if encode is not None and len(arr) > piece
+                        else register_responses(*args))
+
+
+def register_responses(rid: int, lane_bits: int, entry_bits: int, first: int, arr: np.ndarray,
+                       piece: int) -> list[bytes]:
+    """Serialized ReadResponses of the register rows ``arr`` (``first`` the index of its first row), at most
+    ``piece`` RegisterEntry entities each (a function of its arguments only: it may run in another process)."""
+    values = _entry_values(arr, lane_bits, entry_bits)
+    encode, out = codec.encode, []
+    for lo in range(0, len(values), piece):
+        resp = p4runtime_pb2.ReadResponse()
+        add = resp.entities.add
+        for i, v in enumerate(values[lo:lo + piece], start=first + lo):
+            re_ = add().register_entry
+            re_.register_id = rid
+            re_.index.index = i
+            re_.data.bitstring = encode(v, entry_bits)
+        out.append(resp.SerializeToString())
+    return out
+
+
+def _entry_values(arr: np.ndarray, lane_bits: int, entry_bits: int) -> list[int]:
+    """Each row's lanes as one integer, lane 0 low (as the v1model program packs them)."""
+    rows = arr.reshape(len(arr), -1)
+    if entry_bits <= 64:                                 # the whole array at once
+        rows = rows.astype(np.uint64)
+        value = rows[:, 0].copy()
+        for j in range(1, rows.shape[1]):
+            value |= rows[:, j] << np.uint64(j * lane_bits)
+        return value.tolist()
+    return [sum(int(v) << (j * lane_bits) for j, v in enumerate(row)) for row in rows.tolist()]

@@ -19,21 +19,38 @@ It serves one :class:`p4gen.switch.model.SwitchModel` (one Plan, one device):
   most :data:`MAX_DETAILS`, messages cut to :data:`MAX_DETAIL_CHARS`), with
   ``space`` :data:`INDEX_SPACE` and ``code`` the update's index, so the
   trailer stays far below gRPC's metadata limit however large the batch.
-* ``Read``: the same entities, with wildcards.
+* ``Read``: the same entities, with wildcards, answered in pieces: the
+  model's state is copied under the lock one register array (or table) at a
+  time, and the entities -- at most :data:`READ_PIECE` per ReadResponse --
+  are built after the lock is released; the messages of a large register
+  array are built in a helper process (:class:`ReadEncoder`: protobuf is pure
+  Python here, and building 100,000 entities takes seconds of the
+  interpreter lock the packet loop needs).  So a Read of any size leaves the
+  packet path running.  A Read that selects more than
+  :data:`MAX_READ_ENTITIES` entities is refused (RESOURCE_EXHAUSTED).
+
+Read, Write and the pipeline RPCs run at most :data:`MAX_ACTIVE` at once; the
+next waits for its turn at most until its deadline (and :data:`ADMIT_WAIT`
+seconds), then gets RESOURCE_EXHAUSTED.  A request whose deadline has passed
+when its turn comes is dropped with DEADLINE_EXCEEDED, doing nothing, and a
+Read or Write stops between pieces or updates once its deadline passes or
+its client has gone, so a backlog of expired requests costs nothing.  A Write
+takes the lock for one update at a time (its atomicity is CONTINUE_ON_ERROR).
 
 Enum values outside their proto enum, unknown IDs, values wider than their
 field and indices outside their array are INVALID_ARGUMENT.  Everything
 else the software switch lacks is UNIMPLEMENTED, never a silent success.
 
-Every model access holds ``lock``.  A data plane that runs the same model
-in its own thread passes its lock (``serve(model, addr, lock=lock)``) and
-holds it around ``model.process``.  Standalone:
+Every model access holds ``lock``, each for a bounded time.  A data plane that
+runs the same model in its own thread passes its lock
+(``serve(model, addr, lock=lock)``) and holds it around ``model.process``.  Standalone:
 ``python -m p4gen.switch.p4rt_server --plan DIR --addr 127.0.0.1:9559``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import sys
@@ -61,6 +78,46 @@ MAX_DETAILS = 16           # failed updates listed in a Write's error details
 MAX_DETAIL_CHARS = 200     # characters of each listed message
 MAX_STREAMS = 8            # StreamChannels open at once
 UNARY_WORKERS = 8          # pool threads beyond MAX_STREAMS, for the unary RPCs
+MAX_ACTIVE = 4             # Read, Write and pipeline RPCs executing at once
+ADMIT_WAIT = 2.0           # s a request waits for its turn at most (less if its deadline is nearer)
+READ_PIECE = 1000          # entities per ReadResponse
+MAX_READ_ENTITIES = 1 << 18   # entities one Read may select
+
+
+class Gate:
+    """At most ``active`` requests execute at once; none whose deadline has passed."""
+
+    def __init__(self, active: int = MAX_ACTIVE, wait: float = ADMIT_WAIT):
+        self.active, self.wait = active, wait
+        self._sem = threading.BoundedSemaphore(active)
+
+    @staticmethod
+    def expired(context) -> bool:
+        left = context.time_remaining()
+        return (left is not None and left <= 0) or not context.is_active()
+
+    def check(self, context, what: str) -> None:
+        """DEADLINE_EXCEEDED once ``context``'s deadline has passed or its client has gone."""
+        if self.expired(context):
+            raise Fail(code_pb2.DEADLINE_EXCEEDED, f"{what}: the deadline passed (or the client went away); "
+                                                   f"the rest was not done")
+
+    @contextlib.contextmanager
+    def admit(self, context, what: str):
+        if self.expired(context):
+            raise Fail(code_pb2.DEADLINE_EXCEEDED, f"{what} dropped unexecuted: its deadline had passed")
+        left = context.time_remaining()
+        wait = self.wait if left is None else max(0.0, min(self.wait, left))
+        if not self._sem.acquire(timeout=wait):
+            if self.expired(context):
+                raise Fail(code_pb2.DEADLINE_EXCEEDED, f"{what} dropped unexecuted: its deadline passed while it "
+                                                       f"waited for its turn")
+            raise Fail(code_pb2.RESOURCE_EXHAUSTED, f"{what}: this switch executes at most {self.active} requests "
+                                                    f"at once and all were busy for {wait:.3g} s; retry")
+        try:
+            yield
+        finally:
+            self._sem.release()
 
 
 def _device_config_ok(data: bytes) -> bool:
@@ -72,6 +129,48 @@ def _device_config_ok(data: bytes) -> bool:
     except (UnicodeDecodeError, ValueError, RecursionError):
         return False
     return isinstance(doc, dict) and isinstance(doc.get("pipelines"), list)
+
+
+class ReadEncoder:
+    """Runs :func:`p4gen.switch.p4rt_entities.register_responses` for large Reads in a helper process
+    (started on first use, ``spawn``: a fork of a process that runs gRPC is unsafe), so that building the
+    messages takes neither the lock nor the interpreter lock of the packet loop.  Where the helper cannot
+    start or dies, the work runs in this process instead."""
+
+    def __init__(self) -> None:
+        self._pool = None
+        self._broken = False
+        self._lock = threading.Lock()
+
+    def _get(self):
+        with self._lock:
+            if self._pool is None and not self._broken:
+                import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
+
+                try:
+                    self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+                except (OSError, ValueError):
+                    self._broken = True
+            return self._pool
+
+    def __call__(self, fn, *args):
+        from concurrent.futures.process import BrokenProcessPool
+
+        pool = self._get()
+        if pool is not None:
+            try:
+                return pool.submit(fn, *args).result()
+            except (BrokenProcessPool, OSError, RuntimeError):
+                with self._lock:
+                    self._broken = True
+        return fn(*args)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool, self._broken = self._pool, None, True
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -86,6 +185,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         self.device_id = device_id
         self.p4info = build_p4info(self.plan)
         self.store = EntityStore(model)
+        self.gate = Gate()
+        self.encoder = ReadEncoder()
         self.arbiter = Arbiter(device_id, max_streams, arbitration_wait)
         self._config: p4runtime_pb2.ForwardingPipelineConfig | None = None
         self._saved: p4runtime_pb2.ForwardingPipelineConfig | None = None
@@ -108,34 +209,38 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     # ================================================================ pipeline
     def SetForwardingPipelineConfig(self, request, context):
         try:
-            self.arbiter.check_writer(request.device_id, request.election_id, "SetForwardingPipelineConfig")
-            act = request.action
-            if act == SET.UNSPECIFIED:
-                raise Fail(code_pb2.INVALID_ARGUMENT, "the pipeline config action is unspecified")
-            check_enum(act, SET_ACTIONS, "pipeline config action", SET.Action)
-            if act == SET.COMMIT:
-                with self.lock:
-                    if self._saved is None:
-                        raise Fail(code_pb2.FAILED_PRECONDITION, "COMMIT without a saved config (VERIFY_AND_SAVE)")
-                    self._commit(self._saved, clear=True)
-                    self._saved = None
-                return p4runtime_pb2.SetForwardingPipelineConfigResponse()
-            diff = p4info_diff(self.p4info, request.config.p4info, strict=True, ref="the switch's program")
-            if diff:
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"the P4Info does not match the program this switch runs "
-                                                      f"({self.p4info.pkg_info.name}): {diff}")
-            if not _device_config_ok(request.config.p4_device_config):
-                raise Fail(code_pb2.INVALID_ARGUMENT, f"the device config ({len(request.config.p4_device_config)} "
-                                                      f"bytes) is neither empty nor BMv2 JSON")
-            with self.lock:
-                if act == SET.VERIFY_AND_SAVE:
-                    self._saved = p4runtime_pb2.ForwardingPipelineConfig()
-                    self._saved.CopyFrom(request.config)
-                elif act in (SET.VERIFY_AND_COMMIT, SET.RECONCILE_AND_COMMIT):
-                    self._commit(request.config, clear=act == SET.VERIFY_AND_COMMIT)
+            with self.gate.admit(context, "SetForwardingPipelineConfig"):
+                self._set_pipeline(request)
         except Fail as f:
             self._abort(context, f)
         return p4runtime_pb2.SetForwardingPipelineConfigResponse()
+
+    def _set_pipeline(self, request) -> None:
+        self.arbiter.check_writer(request.device_id, request.election_id, "SetForwardingPipelineConfig")
+        act = request.action
+        if act == SET.UNSPECIFIED:
+            raise Fail(code_pb2.INVALID_ARGUMENT, "the pipeline config action is unspecified")
+        check_enum(act, SET_ACTIONS, "pipeline config action", SET.Action)
+        if act == SET.COMMIT:
+            with self.lock:
+                if self._saved is None:
+                    raise Fail(code_pb2.FAILED_PRECONDITION, "COMMIT without a saved config (VERIFY_AND_SAVE)")
+                self._commit(self._saved, clear=True)
+                self._saved = None
+            return
+        diff = p4info_diff(self.p4info, request.config.p4info, strict=True, ref="the switch's program")
+        if diff:
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"the P4Info does not match the program this switch runs "
+                                                  f"({self.p4info.pkg_info.name}): {diff}")
+        if not _device_config_ok(request.config.p4_device_config):
+            raise Fail(code_pb2.INVALID_ARGUMENT, f"the device config ({len(request.config.p4_device_config)} "
+                                                  f"bytes) is neither empty nor BMv2 JSON")
+        with self.lock:
+            if act == SET.VERIFY_AND_SAVE:
+                self._saved = p4runtime_pb2.ForwardingPipelineConfig()
+                self._saved.CopyFrom(request.config)
+            elif act in (SET.VERIFY_AND_COMMIT, SET.RECONCILE_AND_COMMIT):
+                self._commit(request.config, clear=act == SET.VERIFY_AND_COMMIT)
 
     def _commit(self, config, clear: bool) -> None:
         """Install ``config`` (lock held); a fresh commit starts from empty tables and zeroed state."""
@@ -175,11 +280,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                 raise Fail(code_pb2.UNIMPLEMENTED, "only CONTINUE_ON_ERROR atomicity is supported")
             if request.role:
                 raise Fail(code_pb2.UNIMPLEMENTED, "roles are not supported; use the default role")
-            with self.lock:
-                self._check_pipeline()
-                for up in request.updates:
+            with self.gate.admit(context, "Write"):
+                with self.lock:
+                    self._check_pipeline()
+                for k, up in enumerate(request.updates):
+                    if k % 64 == 0:
+                        self.gate.check(context, f"Write of {len(request.updates)} updates, after {k}")
                     try:
-                        self.store.write(up)
+                        with self.lock:              # one update at a time: the packet path runs between them
+                            self.store.write(up)
                         results.append(None)
                     except Fail as f:
                         results.append(f)
@@ -192,16 +301,32 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
 
     # ================================================================ read
     def Read(self, request, context):
-        resp = p4runtime_pb2.ReadResponse()
+        sent = 0
         try:
             self.arbiter.check_device(request.device_id)
-            with self.lock:
-                self._check_pipeline()
+            with self.gate.admit(context, "Read"):
+                with self.lock:
+                    self._check_pipeline()
+                total = sum(self.store.read_count(ent) for ent in request.entities)   # every entity checked first
+                if total > MAX_READ_ENTITIES:
+                    raise Fail(code_pb2.RESOURCE_EXHAUSTED,
+                               f"this Read selects {total} entities; a Read may select at most {MAX_READ_ENTITIES} "
+                               f"(read the registers one by one, or by index)")
                 for ent in request.entities:
-                    resp.entities.extend(self.store.read(ent))
+                    for resp in self.store.read(ent, self.lock, READ_PIECE, self.encoder):
+                        self.gate.check(context, f"Read of {total} entities, after {sent} responses")
+                        sent += 1
+                        yield resp
         except Fail as f:
             self._abort(context, f)
-        yield resp
+        if not sent:
+            yield b""                                    # an empty ReadResponse
+
+    def read_handler(self) -> grpc.GenericRpcHandler:
+        """Read with its answers passed through as the bytes :meth:`Read` yields (already serialized,
+        maybe by the helper process); registered before the generated handlers, so it is the one used."""
+        return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {"Read": grpc.unary_stream_rpc_method_handler(
+            self.Read, request_deserializer=p4runtime_pb2.ReadRequest.FromString, response_serializer=bytes)})
 
     # ================================================================ lifecycle
     def join_readers(self, timeout: float = 5.0) -> None:
@@ -247,6 +372,7 @@ class P4RuntimeServer:
     def start(self) -> "P4RuntimeServer":
         self._pool = futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="p4rt-server")
         server = grpc.server(self._pool, options=[("grpc.so_reuseport", 0)])  # a busy port is an error
+        server.add_generic_rpc_handlers((self.servicer.read_handler(),))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:
             port = server.add_insecure_port(self._requested)
@@ -266,6 +392,7 @@ class P4RuntimeServer:
             self._server.stop(grace).wait()
             self._server = None
             self.servicer.join_readers()
+            self.servicer.encoder.close()
             self._pool.shutdown(wait=True)
 
     def wait(self) -> None:

@@ -1,0 +1,115 @@
+"""Forwarding while a P4Runtime Read runs: frames through the software data plane, timed, during one Read.
+
+    python read_gap.py BUILD_DIR JOB_TOML ADDR     (inside the test's network namespace)
+
+The data plane serves P4Runtime on ADDR and forwards between ports 1 (``s0``) and 2 (``s1``).  This
+script pushes the build, sets up the job, writes a few registers, then starts a sender on ``w0``
+(one L2 frame per millisecond, each carrying its sequence number and send time, flooded by the
+switch to port 2) and a receiver on ``w1``, and, once frames flow, reads every register of the
+plan with one Read.  It prints, as JSON: the entities read and whether the written values came
+back, the Read's start and end, and for every frame received its send and arrival time
+(the wall clock: the arrival is the kernel's timestamp of the frame, SO_TIMESTAMPNS).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import socket
+import struct
+import sys
+import time
+
+DST, SRC, ETHERTYPE = bytes.fromhex("020000000099"), bytes.fromhex("020000000100"), b"\x88\xb5"
+
+
+SO_TIMESTAMPNS = 35                  # <asm-generic/socket.h>; SCM_TIMESTAMPNS has the same number
+
+
+def sender(stop, period: float = 0.001) -> None:
+    """A frame per ``period``; the veth hands it to the switch's port inside send(), so its stamp (taken
+    just before) is when the switch could first have it."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+    s.bind(("w0", 0))
+    seq = 0
+    nxt = time.monotonic()
+    while not stop.is_set():
+        s.send(DST + SRC + ETHERTYPE + struct.pack("!Qd", seq, time.time()) + bytes(30))
+        seq += 1
+        nxt += period
+        time.sleep(max(0.0, nxt - time.monotonic()))
+
+
+def receiver(stop, out) -> None:
+    """Every frame with the kernel's time of its arrival (SO_TIMESTAMPNS: when the switch's port delivered
+    it, however late this process gets to read it)."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x88B5))
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    s.bind(("w1", 0))
+    s.settimeout(0.2)
+    got = []
+    while not stop.is_set():
+        try:
+            f, anc, _flags, _addr = s.recvmsg(2048, 64)
+        except socket.timeout:
+            continue
+        now = time.time()
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                sec, nsec = struct.unpack("qq", data[:16])
+                now = sec + nsec * 1e-9
+        if f[:6] == DST and f[12:14] == ETHERTYPE:
+            seq, sent = struct.unpack_from("!Qd", f, 14)
+            got.append((seq, sent, now))
+    out.put(got)
+
+
+def main(build_dir: str, job_file: str, addr: str) -> dict:
+    from p4.v1 import p4runtime_pb2
+
+    from p4gen.controller.client import connect
+    from p4gen.controller.entities import update
+    from p4gen.jobfile import load_job
+    from p4gen.controller.job_control import Controller
+    from p4gen.controller.pipeline import load_build
+
+    build = load_build(build_dir)
+    regs = build.plan.registers
+    marks = {(regs[k].id, 7 + k): (1 << regs[k].lane_bits) - 1 - k for k in (0, 5, len(regs) - 1)}
+    with connect(addr, timeout=60) as conn:
+        ctl = Controller(build, conn)
+        ctl.push()
+        ctl.setup(load_job(job_file, build.plan))
+        ups = []
+        for (rid, index), value in marks.items():
+            e = p4runtime_pb2.Entity()
+            e.register_entry.register_id = rid
+            e.register_entry.index.index = index
+            e.register_entry.data.bitstring = value.to_bytes((value.bit_length() + 7) // 8 or 1, "big")
+            ups.append(update(p4runtime_pb2.Update.MODIFY, e))
+        conn.write(ups)
+    stop, results = mp.Event(), mp.Queue()
+    procs = [mp.Process(target=sender, args=(stop,)), mp.Process(target=receiver, args=(stop, results))]
+    for p in procs[::-1]:
+        p.start()
+    time.sleep(1.5)                                   # frames flowing before the Read
+    with connect(addr, timeout=600, election_id=2) as conn:
+        wild = p4runtime_pb2.Entity()
+        wild.register_entry.register_id = 0
+        t0 = time.time()
+        ents = conn.read([wild])
+        t1 = time.time()
+    time.sleep(1.0)
+    stop.set()
+    got = results.get(timeout=30)
+    for p in procs:
+        p.join(10)
+    back = {(e.register_entry.register_id, e.register_entry.index.index): int.from_bytes(e.register_entry.data.bitstring,
+                                                                                        "big") for e in ents}
+    return {"entities": len(ents), "distinct": len(back), "marks": all(back.get(k) == v for k, v in marks.items()),
+            "zeros": sum(1 for k, v in back.items() if v == 0 and k not in marks),
+            "read": [t0, t1], "frames": got}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(*sys.argv[1:4])))
