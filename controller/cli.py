@@ -34,6 +34,11 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"seconds to wait for the switch, at most {MAX_TIMEOUT:g} (default {DEFAULT_TIMEOUT:g})")
 
 
+def _thrift(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--thrift-port", type=int_in(1, 65535, "a TCP port"), default=9090,
+                   help="BMv2's Thrift port, where registers are written (P4Runtime cannot there; default 9090)")
+
+
 def _session(args: argparse.Namespace):
     build = load_build(args.build_dir)
     conn = connect(args.addr, args.device_id, args.election_id, args.timeout)
@@ -55,9 +60,9 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     build = load_build(args.build_dir)
     job = load_job(args.job_file, build.plan)        # validated before any connection
     with connect(args.addr, args.device_id, args.election_id, args.timeout) as conn:
-        ch = Controller(build, conn).setup(job)
+        ch = Controller(build, conn).setup(job, args.thrift_port)
     print(f"job {ch.job}: {ch.workers} workers, slots {ch.slots[0]}..{ch.slots[0] + ch.slots[1] - 1}, "
-          f"multicast group {ch.mgid}; wrote {ch.updates} updates to switch at {args.addr}")
+          f"multicast group {ch.mgid}; {ch.reset}; wrote {ch.updates} updates to switch at {args.addr}")
     return 0
 
 
@@ -88,6 +93,11 @@ def _cmd_counters(args: argparse.Namespace) -> int:
 def _cmd_reset(args: argparse.Namespace) -> int:
     build, conn = _session(args)
     with conn:
+        if args.job is not None:
+            js, n, how = Controller(build, conn).reset_job(args.job, args.thrift_port)
+            print(f"job {args.job}: zeroed the {n} register entries of slots {js.slot_base}..{js.slot_end} with "
+                  f"{how} on switch at {args.addr}; the other jobs' are as they were")
+            return 0
         how = Controller(build, conn).reset_registers(args.thrift_port)
     print(f"reset the aggregation registers of switch at {args.addr} with {how}")
     return 0
@@ -102,9 +112,10 @@ def register(subparsers) -> None:
     _common(p)
     p.set_defaults(func=_cmd_push)
 
-    p = sub.add_parser("setup", help="set up a job from a TOML job file")
+    p = sub.add_parser("setup", help="set up a job from a TOML job file (its slots' registers zeroed first)")
     _common(p)
     p.add_argument("job_file", metavar="JOB.toml", help="the job file (docs/controller.md; e.g. controller/examples/job1.toml)")
+    _thrift(p)
     p.set_defaults(func=_cmd_setup)
 
     p = sub.add_parser("teardown", help="remove a job (by job file or job id)")
@@ -116,9 +127,12 @@ def register(subparsers) -> None:
     _common(p)
     p.set_defaults(func=_cmd_counters)
 
-    p = sub.add_parser("reset", help="zero the aggregation registers (P4Runtime, or simple_switch_CLI on BMv2)")
+    p = sub.add_parser("reset", help="zero the aggregation registers, or with --job N one job's (P4Runtime, or "
+                                     "simple_switch_CLI on BMv2)")
     _common(p)
-    p.add_argument("--thrift-port", type=int_in(1, 65535, "a TCP port"), default=9090, help="BMv2 Thrift port for the fallback (default 9090)")
+    p.add_argument("--job", type=int_in(0, 255, "a job id"), default=None,
+                   help="zero only the registers of this job's slots (read from the switch); the other jobs run on")
+    _thrift(p)
     p.set_defaults(func=_cmd_reset)
 
 

@@ -10,6 +10,12 @@ Everything written is derived from the Plan and the job file:
 * ``l2_forward``  worker MAC -> l2_unicast(port);
 * flood groups   flood_group_base + p: every other worker port, for each port p that has workers.
 
+Before a job's entries are written, every register entry of its slots is zeroed
+(:meth:`Controller.reset_slots`: P4Runtime RegisterEntry writes on the software
+switch, simple_switch_CLI on BMv2), so a job set up on the slots of a finished
+one starts from the state a fresh switch has; the other jobs' entries are not
+touched.
+
 Existing jobs are read back from the switch (``workers``, ``result_dst``,
 ``l2_forward`` and the multicast groups), so two controllers or two runs
 need no local state.  A batch that fails is rolled back (inserts deleted,
@@ -28,12 +34,15 @@ from p4gen.emit.p4info import build_p4info
 from p4gen.jobfile import Job, job_rid
 from p4gen.p4runtime import codec
 from p4gen.p4runtime.compare import p4info_diff
+from p4gen.slotrows import job_rows
 
 from . import bmv2
 from .client import SwitchConnection
 from .entities import Entry, PlanEntities, update
 from .errors import ControllerError, JobConflictError, PipelineError, SwitchError, WriteError
 from .pipeline import Build
+
+RESET_BATCH = 4096            # RegisterEntry updates per Write when slots are zeroed
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 
@@ -68,6 +77,7 @@ class Change:
     workers: int
     slots: tuple[int, int]
     mgid: int
+    reset: str = ""              # setup: how many of the job's register entries were zeroed, and how
 
 
 class Controller:
@@ -156,7 +166,9 @@ class Controller:
         return {w.match["ingress_port"] for j, js in st.jobs.items() if j != skip_job for w in js.workers}
 
     # ------------------------------------------------------------ setup / teardown
-    def setup(self, job: Job) -> Change:
+    def setup(self, job: Job, thrift_port: int = 9090, reset: bool = True) -> Change:
+        """Set ``job`` up: its slots' register entries zeroed first, then its entries, the workers last.
+        ``reset=False`` only for a switch known to have every register at zero (just started)."""
         self.check_pipeline()
         st = self.state()
         addr = self.conn.addr
@@ -208,8 +220,14 @@ class Controller:
                 "set_worker", {"worker_id": w.id, "word": w.id // self.word_bits, "mask": 1 << (w.id % self.word_bits),
                                "num_workers": len(job.workers), "slot_base": job.slot_base,
                                "slot_count": job.slot_count, "mgid": job.mgid}), None))
+        # the slots may hold what a finished job left: chunk indices, bitmaps, counts and sums of its last
+        # rounds, against which every packet of a new job starting at tsi 0 would be stale
+        done = "its registers as the switch started"
+        if reset:
+            n, how = self.reset_slots(job.slot_base, job.slot_count, thrift_port)
+            done = f"its {n} register entries zeroed with {how}"
         self._write(ups)
-        return Change(job.job, len(ups), len(job.workers), (job.slot_base, job.slot_count), job.mgid)
+        return Change(job.job, len(ups), len(job.workers), (job.slot_base, job.slot_count), job.mgid, done)
 
     def teardown(self, job_id: int) -> Change:
         self.check_pipeline()
@@ -325,6 +343,56 @@ class Controller:
             out[self.ents.counter_index_name(name, c.index.index)] = (c.data.packet_count, c.data.byte_count)
         return out
 
+    def reset_slots(self, base: int, count: int, thrift_port: int = 9090) -> tuple[int, str]:
+        """Zero every register entry of slots ``base .. base + count - 1`` and no other; (how many, how).
+
+        On the software switch: RegisterEntry MODIFY writes with the index set, in batches.  On BMv2,
+        where P4Runtime cannot write registers (PI issue #376): ``simple_switch_CLI register_write``
+        over the Thrift port.  A switch that answers UNIMPLEMENTED to the P4Runtime writes gets the
+        Thrift path too."""
+        rows = [(r.name, idx) for r, idx in job_rows(self.plan, base, count)]
+        n = sum(len(idx) for _r, idx in rows)
+        where = f"slots {base}..{base + count - 1}"
+        if not self.build.device_config:
+            e = self.ents
+            ups = (update(MODIFY, e.register_entry_zero(name, i)) for name, idx in rows for i in idx)
+            try:
+                while True:
+                    batch = [u for _, u in zip(range(RESET_BATCH), ups)]
+                    if not batch:
+                        break
+                    self.conn.write(batch)
+                return n, "P4Runtime RegisterEntry writes"
+            except WriteError as exc:
+                if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
+                    raise
+            except SwitchError as exc:
+                if "UNIMPLEMENTED" not in str(exc):
+                    raise
+        if bmv2.thrift_cli() is None:
+            raise ControllerError(
+                f"switch at {self.conn.addr} cannot write registers over P4Runtime (BMv2: PI issue #376) and "
+                f"{bmv2.CLI} is not on PATH, so the register entries of {where} cannot be zeroed; put it on PATH "
+                f"(it needs the thrift Python package)")
+        bmv2.register_zero_rows([(self.ents.fq_name("register", name), idx) for name, idx in rows], thrift_port,
+                                self._thrift_ip())
+        return n, f"{bmv2.CLI} register_write on Thrift port {thrift_port}"
+
+    def _thrift_ip(self) -> str:
+        """The switch's Thrift server is on the host its P4Runtime server is on."""
+        return self.conn.addr.rpartition(":")[0].strip("[]") or "localhost"
+
+    def reset_job(self, job_id: int, thrift_port: int = 9090) -> tuple[JobState, int, str]:
+        """Zero the register entries of job ``job_id``'s slots (read from the switch), the other jobs' kept;
+        (the job, how many entries, how)."""
+        self.check_pipeline()
+        jobs = self.state().jobs
+        js = jobs.get(job_id)
+        if js is None:
+            have = ", ".join(str(j) for j in sorted(jobs)) or "none"
+            raise JobConflictError(f"job {job_id} is not set up on the switch at {self.conn.addr} (jobs there: {have})")
+        return (js, *self.reset_slots(js.slot_base, js.slot_count, thrift_port))
+
     def reset_registers(self, thrift_port: int = 9090) -> str:
         """Zero every register array of the plan; returns how it was done.
 
@@ -352,5 +420,6 @@ class Controller:
                 f"switch at {self.conn.addr} cannot reset registers over P4Runtime (BMv2: PI issue #376) "
                 f"and {bmv2.CLI} is not on PATH; run `{bmv2.CLI} --thrift-port {thrift_port}` with "
                 f"register_reset for each register, or restart the switch")
-        bmv2.register_reset([self.ents.fq_name("register", n) for n in names], thrift_port)
+        bmv2.register_reset([self.ents.fq_name("register", n) for n in names], thrift_port,
+                            thrift_ip=self._thrift_ip())
         return f"{bmv2.CLI} register_reset on Thrift port {thrift_port} ({len(names)} registers)"

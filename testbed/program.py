@@ -109,7 +109,8 @@ def program_p4runtime(build_dir: str | Path, specs: list[JobSpec], addr: str) ->
             job = Job(spec.job, spec.mgid, spec.slot_base, spec.slot_count,
                       tuple(Worker(w.id, w.port, mac_int(w.mac), ip_int(w.ip), w.udp_port) for w in spec.workers),
                       source="testbed job")
-            change = ctl.setup(job)
+            change = ctl.setup(job, reset=False)      # BMv2Switch restarts the switch for every programming:
+                                                      # its registers are all zero, as it started
             lines.append(f"job {change.job}: {change.updates} updates, {change.workers} workers")
     return "; ".join(lines)
 

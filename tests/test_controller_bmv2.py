@@ -20,6 +20,7 @@ import pytest
 
 from p4gen.build import build
 from p4gen.controller import Controller, ControllerError, SwitchUnreachableError, connect, load_build, load_job
+from p4gen.slotrows import job_rows
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "controller" / "examples"
 
@@ -83,7 +84,7 @@ def test_push_setup_counters_teardown_on_bmv2(build_dir, bmv2):
     with connect(addr, election_id=2) as conn:
         ctl = Controller(b, conn)
         ctl.push()
-        ctl.setup(job)
+        ctl.setup(job, thrift_port)
         st = ctl.state()
         assert sorted(st.jobs) == [1] and len(st.jobs[1].workers) == 4
         assert st.groups[job.mgid] == [(w.port, job.rid(b.plan, w.id)) for w in job.workers]
@@ -125,8 +126,39 @@ def test_a_second_push_leaves_no_stale_multicast_groups_in_bmv2(build_dir, bmv2)
         with connect(addr, election_id=2) as conn:
             ctl = Controller(b, conn)
             ctl.push()
-            ctl.setup(job)
+            ctl.setup(job, thrift_port)
             seen = ctl.state().groups       # P4Runtime's view
     # BMv2's replication engine itself: what P4Runtime shows, and nothing left from the first push
     assert _bmv2_groups(thrift_port) == seen
     assert seen[job.mgid] == sorted((w.port, job.rid(b.plan, w.id)) for w in job.workers)
+
+
+def _cli(thrift_port: int, script: str) -> str:
+    p = subprocess.run(["simple_switch_CLI", "--thrift-port", str(thrift_port)], input=script, capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+@pytest.mark.skipif(shutil.which("simple_switch_CLI") is None,
+                    reason="simple_switch_CLI is not on PATH (BMv2 registers are written through it)")
+def test_setup_zeroes_exactly_the_jobs_slots_on_bmv2(build_dir, bmv2):
+    """On BMv2 (no P4Runtime register writes) setup zeroes the job's slots through the Thrift CLI: a
+    finished job's state in slots 0..31 is gone, another job's in slots 32..63 is as it was."""
+    addr, thrift_port = bmv2
+    b = load_build(build_dir)
+    regs = {r.name: r for r in b.plan.registers}
+    marks = {("chunk", 5): 77, ("chunk", 70): 78, ("worker_count", 63): 3, ("bitmap0", 12): 9, ("bitmap0", 40): 10,
+             ("values0", 0): 5, ("values0", 127): 6}            # slot_copy 5, 63 and slot 12, values slot 0: job 1's
+    with connect(addr, election_id=2) as conn:
+        ctl = Controller(b, conn)
+        ctl.push()
+        _cli(thrift_port, "".join(f"register_write P4genIngress.{n} {i} {v}\n" for (n, i), v in marks.items()))
+        change = ctl.setup(load_job(EXAMPLES / "job1.toml", b.plan), thrift_port)         # slots 0..31
+    n = sum(len(rows) for _r, rows in job_rows(b.plan, 0, 32))
+    assert change.reset == f"its {n} register entries zeroed with simple_switch_CLI register_write on Thrift port {thrift_port}"
+    out = _cli(thrift_port, "".join(f"register_read P4genIngress.{n} {i}\n" for (n, i) in marks))
+    got = {(n, int(i)): int(v) for n, i, v in re.findall(r"P4genIngress\.(\w+)\[(\d+)\]= *(\d+)", out)}
+    assert got == {("chunk", 5): 0, ("chunk", 70): 78, ("worker_count", 63): 0, ("bitmap0", 12): 0,
+                   ("bitmap0", 40): 10, ("values0", 0): 0, ("values0", 127): 6}, out
+    assert regs["values0"].entries == 128

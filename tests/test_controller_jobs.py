@@ -184,7 +184,8 @@ def test_cli_session(build_dir, switch, capsys):
     size = len(frame(model, 1, doc["workers"][0], 1, 0, np.ones(model.layout.elements)))
     assert out[0].startswith(f"pushed {build_dir}: P4Info p4gen-switchml-hardened (")
     assert out[0].endswith(f"device config none (software data plane), to switch at {server.addr} (device 0)")
-    assert out[1] == f"job 1: 4 workers, slots 0..31, multicast group 1; wrote 17 updates to switch at {server.addr}"
+    assert out[1] == (f"job 1: 4 workers, slots 0..31, multicast group 1; its 8416 register entries zeroed with "
+                      f"P4Runtime RegisterEntry writes; wrote 17 updates to switch at {server.addr}")
     stats = out[2:12]
     assert [ln.split()[0] for ln in stats] == b_stats(build_dir)
     assert f"absorbed        packets=3 bytes={3 * size}" in stats

@@ -149,7 +149,7 @@ def test_bmv2_register_reset_goes_through_thrift_cli(bmv2_build, tmp_path, monke
         how = ctl.reset_registers(thrift_port=9191)
     names = [r.name for r in b.plan.registers]
     assert how == f"simple_switch_CLI register_reset on Thrift port 9191 ({len(names)} registers)"
-    assert (tmp_path / "args.txt").read_text() == "--thrift-port 9191\n"
+    assert (tmp_path / "args.txt").read_text() == "--thrift-ip 127.0.0.1 --thrift-port 9191\n"   # the switch's host
     assert log.read_text().splitlines() == [f"register_reset P4genIngress.{n}" for n in names]
 
 
@@ -161,7 +161,7 @@ def test_bmv2_register_reset_reports_cli_errors(bmv2_build, tmp_path, monkeypatc
         ctl.push()
         with pytest.raises(ControllerError) as exc:
             ctl.reset_registers(thrift_port=9191)
-    assert str(exc.value) == ("simple_switch_CLI --thrift-port 9191 failed to reset registers: "
+    assert str(exc.value) == ("simple_switch_CLI --thrift-ip 127.0.0.1 --thrift-port 9191 failed to write registers: "
                               "Error: Invalid register name (P4genIngress.chunk)")
 
 

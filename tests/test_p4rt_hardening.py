@@ -282,9 +282,12 @@ def test_a_batch_whose_answer_is_lost_is_rolled_back(pushed):
     calls = []
 
     def lossy(updates):
+        updates = list(updates)
+        if all(u.entity.WhichOneof("entity") == "register_entry" for u in updates):
+            return real(updates)                  # the job's slots zeroed first: answered
         calls.append(1)
         if len(calls) == 1:
-            real(list(updates))
+            real(updates)
             raise SwitchUnreachableError(f"switch at {conn.addr} did not answer Write within 5 s")
         return real(updates)
 
