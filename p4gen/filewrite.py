@@ -181,7 +181,6 @@ class Directory:
         self.path = Path(os.path.realpath(text))
         self.fd: int | None = None
         self._created: list[tuple[int, str]] = []       # (parent fd, name) of directories made here
-        self._lock_held = False
         parts = self.path.parts[1:]
         fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
@@ -318,7 +317,6 @@ class Directory:
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._lock_held = True
                 return
             except BlockingIOError:
                 if time.monotonic() > deadline:
