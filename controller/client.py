@@ -141,11 +141,16 @@ class SwitchConnection:
             raise self._translate(exc, "GetForwardingPipelineConfig") from None
         return resp.config.p4info
 
-    def write(self, updates: Iterable[p4runtime_pb2.Update]) -> None:
-        req = p4runtime_pb2.WriteRequest()
+    def write(self, updates: Iterable[p4runtime_pb2.Update] | p4runtime_pb2.WriteRequest) -> None:
+        """Write ``updates``: Update messages, or a WriteRequest whose updates were built in place (copying
+        thousands of pure-Python protobuf messages costs more than the switch's work on them)."""
+        if isinstance(updates, p4runtime_pb2.WriteRequest):
+            req = updates
+        else:
+            req = p4runtime_pb2.WriteRequest()
+            req.updates.extend(updates)
         req.device_id = self.device_id
         self._eid(req)
-        req.updates.extend(updates)
         if not req.updates:
             return
         try:

@@ -117,15 +117,6 @@ class PlanEntities:
         ent.register_entry.data.bitstring = codec.encode(0, r.entry_bits)
         return ent
 
-    def register_entry_zero(self, name: str, index: int) -> p4runtime_pb2.Entity:
-        """Entry ``index`` of register ``name`` set to zero."""
-        r = self.registers[name]
-        ent = p4runtime_pb2.Entity()
-        ent.register_entry.register_id = r.id
-        ent.register_entry.index.index = index
-        ent.register_entry.data.bitstring = b"\x00"
-        return ent
-
     def fq_name(self, kind: str, name: str) -> str:
         """The fully qualified P4 name of a register/table/counter (as BMv2's JSON spells it)."""
         obj = {"register": self.registers, "table": self.tables, "counter": self.counters}[kind][name]

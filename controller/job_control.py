@@ -42,7 +42,7 @@ from .entities import Entry, PlanEntities, update
 from .errors import ControllerError, JobConflictError, PipelineError, SwitchError, WriteError
 from .pipeline import Build
 
-RESET_BATCH = 4096            # RegisterEntry updates per Write when slots are zeroed
+RESET_BATCH = 1024            # RegisterEntry updates per Write when slots are zeroed (each well inside --timeout)
 
 INSERT, MODIFY, DELETE = p4runtime_pb2.Update.INSERT, p4runtime_pb2.Update.MODIFY, p4runtime_pb2.Update.DELETE
 
@@ -354,14 +354,19 @@ class Controller:
         n = sum(len(idx) for _r, idx in rows)
         where = f"slots {base}..{base + count - 1}"
         if not self.build.device_config:
-            e = self.ents
-            ups = (update(MODIFY, e.register_entry_zero(name, i)) for name, idx in rows for i in idx)
+            regs = self.ents.registers
+            flat = [(regs[name].id, i) for name, idx in rows for i in idx]
             try:
-                while True:
-                    batch = [u for _, u in zip(range(RESET_BATCH), ups)]
-                    if not batch:
-                        break
-                    self.conn.write(batch)
+                for lo in range(0, len(flat), RESET_BATCH):
+                    req = p4runtime_pb2.WriteRequest()
+                    for rid, i in flat[lo:lo + RESET_BATCH]:
+                        up = req.updates.add()
+                        up.type = MODIFY
+                        re_ = up.entity.register_entry
+                        re_.register_id = rid
+                        re_.index.index = i
+                        re_.data.bitstring = b"\x00"
+                    self.conn.write(req)
                 return n, "P4Runtime RegisterEntry writes"
             except WriteError as exc:
                 if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):

@@ -282,7 +282,7 @@ def test_a_batch_whose_answer_is_lost_is_rolled_back(pushed):
     calls = []
 
     def lossy(updates):
-        updates = list(updates)
+        updates = list(updates.updates if isinstance(updates, p4runtime_pb2.WriteRequest) else updates)
         if all(u.entity.WhichOneof("entity") == "register_entry" for u in updates):
             return real(updates)                  # the job's slots zeroed first: answered
         calls.append(1)
