@@ -189,7 +189,7 @@ def before_after(a, workers: list[int], size: int) -> int:
             print(f"{b['workers']:>2}  {name(b):<16}  {k:<11}  {c.get('frame_bytes', 0):>7}  "
                   f"{c['cpu_per_mib']:>9.4f}  {ratio:>11}  {c['pct_of_bound']:>6.1f}")
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    Path(a.json).write_text(json.dumps({"before": a.before, "runs": rows}, indent=2) + "\n")
+    _write_json(a.json, {"before": a.before, "runs": rows})
     return 0 if ok else 1
 
 
@@ -197,6 +197,14 @@ def _dirty() -> bool:
     p = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=BENCH, capture_output=True,
                        text=True)
     return bool(p.stdout.strip())
+
+
+def _write_json(path: str, doc: dict) -> None:
+    """The results, as p4gen writes files (imported here: a --before child runs another revision's p4gen)."""
+    from p4gen.errors import P4genError
+    from p4gen.filewrite import JSON, write_file
+
+    write_file(path, json.dumps(doc), JSON, "results file", P4genError)
 
 
 # -- the scaling sweep ------------------------------------------------------------------------------
@@ -229,7 +237,7 @@ def sweep(a, parse_size) -> int:
     for how in bounds:
         print(f"  {how}")
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
-    Path(a.json).write_text(json.dumps({"sweep": rows}, indent=2) + "\n")
+    _write_json(a.json, {"sweep": rows})
     plot(rows, a)
     return 0 if all(r["correct"] for r in rows) else 1
 
@@ -283,5 +291,12 @@ def plot(rows: list[dict], a) -> None:
     axs[2].set_title("switch process + all worker emulators")
     axs[0].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(a.png, dpi=120)
+    import io
+
+    from p4gen.errors import P4genError
+    from p4gen.filewrite import PNG, write_file
+
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=120, format="png")
+    write_file(a.png, buf.getvalue(), PNG, "plot", P4genError)
     print(f"wrote {a.png} and {a.json}")
