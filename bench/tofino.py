@@ -34,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from p4gen import tofino_compiler  # noqa: E402
+from p4gen.errors import P4genError  # noqa: E402
+from p4gen.filewrite import NEW, WORK, check_file, write_file  # noqa: E402
 from p4gen.target import load_target  # noqa: E402
 
 # name, target, build arguments (beyond --target); "plan:" entries build the layout `p4gen plan` picks
@@ -88,9 +90,8 @@ def _lifted(target: str, tmp: Path) -> Path:
     prof = load_target(target).to_dict()
     prof.update(name=f"{target}-lifted", description=f"{target} with its resource limits lifted",
                 stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
-    path = tmp / f"{target}-lifted.toml"
-    path.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()))
-    return path
+    return write_file(tmp / f"{target}-lifted.toml", "".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()),
+                      WORK, "target file", P4genError)
 
 
 def run_one(name: str, target: str, args: list[str], env: dict[str, str], tmp: Path) -> dict:
@@ -171,8 +172,11 @@ def main() -> int:
     if found is None:
         print("bench/tofino.py: no Tofino compiler (bf-p4c or p4c-barefoot) on PATH", file=sys.stderr)
         return 2
-    if args.json is not None and args.json.exists():
-        print(f"bench/tofino.py: {args.json} exists; name a new file", file=sys.stderr)
+    try:
+        if args.json is not None:                     # a new file, checked before the compiles
+            check_file(args.json, NEW, "results file", P4genError, hint="name a new file")
+    except P4genError as exc:
+        print(f"bench/tofino.py: {exc}", file=sys.stderr)
         return 2
     configs = [c for c in CONFIGS if args.only in c[0]]
     print(f"compiler: {found[1]} ({tofino_compiler.version(found[1])})")
@@ -191,8 +195,11 @@ def main() -> int:
     for line in summarise(rows):
         print(line)
     if args.json is not None:
-        with open(args.json, "x") as fh:
-            json.dump(rows, fh, indent=1)
+        try:
+            write_file(args.json, json.dumps(rows, indent=1), NEW, "results file", P4genError, hint="name a new file")
+        except P4genError as exc:
+            print(f"bench/tofino.py: {exc}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CompileError
+from .filewrite import WORK, write_file
 
 # The compiler's target and architecture for each of p4gen's TNA architectures.
 TARGETS = {"tna": ("tofino", "tna"), "t2na": ("tofino2", "t2na")}
@@ -96,8 +97,7 @@ def compile_tna(arch: str, program: bytes, program_name: str = "program.p4") -> 
     name, exe = found
     target, p4arch = TARGETS[arch]
     with tempfile.TemporaryDirectory(prefix="p4gen-tofino-") as tmp:
-        src = Path(tmp) / program_name
-        src.write_bytes(program)
+        write_file(Path(tmp) / program_name, program, WORK, "compiler input", CompileError)
         out = Path(tmp) / "out"
         log_parts: list[str] = []        # run in the temporary directory, named relative to it, so the log reads as the user's
         ok = _run([exe, "--target", target, "--arch", p4arch, "-g", "-o", "out", program_name], log_parts, tmp)
