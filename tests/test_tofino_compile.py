@@ -7,8 +7,6 @@ compiler (a shell script on PATH); bench/tofino.py runs the real one.
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
