@@ -263,7 +263,7 @@ def _tna_include() -> str | None:
 def test_tna_goldens_pass_the_frontend(target, stem):
     src = HERE / "golden" / target / f"{stem}.p4"
     arch = load_target(target).arch
-    name, argv = buildmod.find_compiler(arch)          # the command line `p4gen build --compile` runs
+    name, argv = buildmod.find_compiler(arch, backend=False)   # `p4gen build --compile` with no Tofino compiler
     assert name == "p4test" and buildmod.TOFINO_DEFINE[arch] in argv
     res = subprocess.run(argv + [str(src)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
