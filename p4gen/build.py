@@ -288,7 +288,7 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
             except CompileFailed as exc:
                 exc.files, exc.key = {**files, **exc.files}, key
                 raise
-            files.update(_with_allocation(plan, files, f"{extra['compiler']} ({extra['compiler_version']})"))
+            files.update(_with_allocation(plan, files, extra["compiler"], extra["compiler_version"]))
         if use_cache:
             _cache_put(key, files)
     else:
@@ -298,7 +298,7 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
     return key, files, plan, hit
 
 
-def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str) -> dict[str, bytes]:
+def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str, version_text: str) -> dict[str, bytes]:
     """report.txt and report.json with the Tofino compiler's allocation beside the prediction,
     when the compile left its resource logs; otherwise nothing."""
     from . import tofino_compiler as tc
@@ -306,7 +306,7 @@ def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str) -> dict
 
     if tc.RESOURCES not in files:
         return {}
-    alloc = tc.parse(files[tc.RESOURCES], files[tc.METRICS], compiler=compiler.splitlines()[0])
+    alloc = tc.parse(files[tc.RESOURCES], files[tc.METRICS], compiler=tc.version_label(compiler, version_text))
     report = report_dict(plan)
     text = render_report_text(plan) + "\n".join(tc.comparison_lines(report, alloc)) + "\n"
     doc = {**report, "allocated": alloc.to_dict()}

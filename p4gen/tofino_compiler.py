@@ -50,12 +50,17 @@ def version(exe: str) -> str:
         res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CompileError(f"{exe} --version failed: {exc}") from None
-    lines = [ln.strip() for ln in (res.stdout + res.stderr).splitlines() if ln.strip()]
-    # p4c-barefoot prints its own path, then "Version 9.13.4" (the back end's version, p4c 1.2.5.16's)
+    return version_label(Path(exe).name, res.stdout + res.stderr)
+
+
+def version_label(name: str, text: str) -> str:
+    """One line naming a compiler from what its ``--version`` printed: p4c-barefoot prints its own
+    path, then "Version 9.13.4" (the back end's version, p4c 1.2.5.16's)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     ver = next((ln for ln in lines if ln.lower().startswith("version")), None)
     if ver is not None:
-        return f"{Path(exe).name} {ver}"
-    return lines[0] if lines else Path(exe).name
+        return f"{name} {ver}"
+    return lines[0] if lines else name
 
 
 class CompileFailed(CompileError):
