@@ -34,102 +34,11 @@ from . import ops, protocols
 from .decision import Codes, DecisionTable, FrozenMap
 from .errors import P4genError, PlanError
 from .fileread import parse_json, read_text
+from .plan_reader import FIELD_KINDS, Reader, names
 from .spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
 from .target import TargetProfile, profile_from_mapping
 
 SCHEMA = "p4gen.plan/1"
-
-_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
-              bool: "a boolean", type(None): "null"}
-
-
-def _kind(value: Any) -> str:
-    return _JSON_TYPE.get(type(value), "that")
-
-
-class _Reader:
-    """Reads one JSON document into dataclasses, naming the place of the first problem."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def fail(self, msg: str) -> PlanError:
-        return PlanError(f"{self.source}: {msg}")
-
-    def get(self, obj: Mapping[str, Any], key: str, where: str) -> Any:
-        if key not in obj:
-            raise self.fail(f"{where} lacks the key {key!r}") if where else PlanError(
-                f"{self.source} lacks the key {key!r}")
-        return obj[key]
-
-    def typed(self, value: Any, kind: type, where: str) -> Any:
-        ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
-        if kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok:
-            raise self.fail(f"{where} must be {_JSON_TYPE[kind]}, not {_kind(value)}")
-        return value
-
-    def obj(self, value: Any, where: str) -> Mapping[str, Any]:
-        return self.typed(value, dict, where)
-
-    def items(self, value: Any, where: str) -> list[Mapping[str, Any]]:
-        self.typed(value, list, where)
-        for i, item in enumerate(value):
-            self.typed(item, dict, f"{where}[{i}]")
-        return value
-
-    def int_map(self, value: Any, where: str) -> Mapping[str, int]:
-        self.obj(value, where)
-        for k, v in value.items():
-            self.typed(v, int, f"{where}.{k}")
-        return FrozenMap(dict(value))
-
-    def record(self, cls: type, value: Any, where: str, **fixed: Any) -> Any:
-        """An instance of dataclass ``cls`` from the object ``value``: every field of a JSON type is read
-        and type-checked (fields with defaults may be absent); ``fixed`` gives the others."""
-        self.obj(value, where)
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name in fixed:
-                kwargs[f.name] = fixed[f.name]
-                continue
-            if f.name not in value:
-                if f.default is dataclasses.MISSING:
-                    raise self.fail(f"{where} lacks the key {f.name!r}")
-                continue
-            v = value[f.name]
-            kind = _FIELD_KINDS.get(f.type)
-            if kind is None:
-                raise TypeError(f"{cls.__name__}.{f.name}: no reader for {f.type}")
-            kwargs[f.name] = kind(self, v, f"{where}.{f.name}")
-        return cls(**kwargs)
-
-
-def _opt(kind: type):
-    def read(r: _Reader, v: Any, where: str):
-        return None if v is None else r.typed(v, kind, where)
-    return read
-
-
-def _names(r: _Reader, v: Any, where: str) -> tuple[str, ...]:
-    r.typed(v, list, where)
-    return tuple(r.typed(x, str, f"{where}[{i}]") for i, x in enumerate(v))
-
-
-def _ints(r: _Reader, v: Any, where: str) -> tuple[int, ...]:
-    r.typed(v, list, where)
-    return tuple(r.typed(x, int, f"{where}[{i}]") for i, x in enumerate(v))
-
-
-_FIELD_KINDS = {
-    "int": lambda r, v, w: r.typed(v, int, w), "str": lambda r, v, w: r.typed(v, str, w),
-    "bool": lambda r, v, w: r.typed(v, bool, w), "float": lambda r, v, w: float(r.typed(v, float, w)),
-    "int | None": _opt(int), "str | None": _opt(str), "float | None": _opt(float),
-    "tuple[str, ...]": _names, "tuple[int, ...] | None": lambda r, v, w: None if v is None else _ints(r, v, w),
-    "Mapping[str, int]": lambda r, v, w: r.int_map(v, w),
-}
-
 
 # ---------------------------------------------------------------------------------------------- parts
 
@@ -302,7 +211,7 @@ class P4Names:
         return f"{self.prefix}{self.ingress if scope == 'ingress' else self.egress}.{name}"
 
 
-_FIELD_KINDS.update({
+FIELD_KINDS.update({
     "Mapping[str, int] | None": lambda r, v, w: None if v is None else r.int_map(v, w),
 })
 
@@ -484,7 +393,7 @@ class Plan:
 # ---------------------------------------------------------------------------------------------- parsing
 
 def _parse(data: Any, source: str) -> Plan:
-    r = _Reader(source)
+    r = Reader(source)
     if not isinstance(data, dict):
         raise PlanError(f"{source} must hold a JSON object")
     if data.get("schema") != SCHEMA:
@@ -519,7 +428,7 @@ def _parse(data: Any, source: str) -> Plan:
     codes = Codes(_code_maps(r, r.get(raw, "op_codes", "params"), "params.op_codes"),
                   _code_maps(r, r.get(raw, "codes", "params"), "params.codes"),
                   r.int_map(r.get(raw, "outcome_codes", "params"), "params.outcome_codes"))
-    stats = _names(r, r.get(raw, "stats", "params"), "params.stats")
+    stats = names(r, r.get(raw, "stats", "params"), "params.stats")
     _check_codes(r, codes, stats)
 
     def records(cls, key: str, read=None) -> tuple:
@@ -566,17 +475,17 @@ def _parse(data: Any, source: str) -> Plan:
     return plan
 
 
-def _code_maps(r: _Reader, value: Any, where: str) -> Mapping[str, Mapping[str, int]]:
+def _code_maps(r: Reader, value: Any, where: str) -> Mapping[str, Mapping[str, int]]:
     r.obj(value, where)
     return FrozenMap({k: r.int_map(v, f"{where}.{k}") for k, v in value.items()})
 
 
-def _int_in(r: _Reader, name: str, value: int, lo: int, hi: int) -> None:
+def _int_in(r: Reader, name: str, value: int, lo: int, hi: int) -> None:
     if not lo <= value <= hi:
         raise r.fail(f"{name}={value} must be an integer in {lo}..{hi}")
 
 
-def _check_params(r: _Reader, p: Params) -> None:
+def _check_params(r: Reader, p: Params) -> None:
     _int_in(r, "max_workers", p.max_workers, 2, MAX_WORKERS)
     _int_in(r, "slots", p.slots, 1, MAX_SLOTS)
     if p.value_width not in VALUE_WIDTHS:
@@ -590,7 +499,7 @@ def _check_params(r: _Reader, p: Params) -> None:
                      f"{p.elements_per_pass} of whole {p.lanes}-lane register entries")
 
 
-def _check_codes(r: _Reader, codes: Codes, stats: tuple[str, ...]) -> None:
+def _check_codes(r: Reader, codes: Codes, stats: tuple[str, ...]) -> None:
     """The codes must be this p4gen's: they are what its operations (``p4gen.ops``) report."""
     for name, have, want in (("op_codes", codes.ops, op_codes()), ("codes", codes.observations, dmod.CODES),
                              ("outcome_codes", codes.outcomes, dmod.OUTCOME_CODES)):
@@ -602,7 +511,7 @@ def _check_codes(r: _Reader, codes: Codes, stats: tuple[str, ...]) -> None:
                      if missing else "params.stats names a stat twice")
 
 
-def _check_program(r: _Reader, plan: Plan) -> None:
+def _check_program(r: Reader, plan: Plan) -> None:
     """What every reader relies on: the counter, the writable tables, value registers that cover a pass."""
     counter = next((c for c in plan.counters if c.name == "stats"), None)
     if counter is None or list(counter.indices) != list(plan.stats) or counter.size != len(plan.stats):
