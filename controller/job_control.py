@@ -368,11 +368,8 @@ class Controller:
                         re_.data.bitstring = b"\x00"
                     self.conn.write(req)
                 return n, "P4Runtime RegisterEntry writes"
-            except WriteError as exc:
-                if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
-                    raise
-            except SwitchError as exc:
-                if "UNIMPLEMENTED" not in str(exc):
+            except (WriteError, SwitchError) as exc:
+                if not _unimplemented(exc):
                     raise
         if bmv2.thrift_cli() is None:
             raise ControllerError(
@@ -414,11 +411,8 @@ class Controller:
             try:
                 self.conn.write(update(MODIFY, self.ents.register_zero(n)) for n in names)
                 return f"P4Runtime RegisterEntry writes ({len(names)} registers)"
-            except WriteError as exc:
-                if any(code != "UNIMPLEMENTED" for _i, code, _m in exc.failures):
-                    raise
-            except SwitchError as exc:
-                if "UNIMPLEMENTED" not in str(exc):
+            except (WriteError, SwitchError) as exc:
+                if not _unimplemented(exc):
                     raise
         if bmv2.thrift_cli() is None:
             raise ControllerError(
@@ -428,3 +422,11 @@ class Controller:
         bmv2.register_reset([self.ents.fq_name("register", n) for n in names], thrift_port,
                             thrift_ip=self._thrift_ip())
         return f"{bmv2.CLI} register_reset on Thrift port {thrift_port} ({len(names)} registers)"
+
+
+def _unimplemented(exc: WriteError | SwitchError) -> bool:
+    """The switch answered UNIMPLEMENTED (BMv2 writes no register over P4Runtime): the Thrift path
+    is taken instead; any other failure stands."""
+    if isinstance(exc, WriteError):
+        return all(code == "UNIMPLEMENTED" for _i, code, _m in exc.failures)
+    return "UNIMPLEMENTED" in str(exc)
