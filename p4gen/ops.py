@@ -2,15 +2,16 @@
 
 A decision table (``p4gen.decision``) says *which* operation each register
 performs for a packet; this module says *what* each operation does.  The
-semantics are written once, over an abstract algebra, so the same
-definitions drive the software data plane (Python integers; its kernels and
-batch loop are derived from these functions by ``p4gen.switch.kernels``)
-and the Z3 encoding (bit-vector terms).  The P4 templates render the same
-operation names as RegisterActions (TNA) or register read/modify/write
-(v1model); ``tests/test_ops.py`` checks that every operation a decision
-table names is rendered by both templates and pins the semantics with exact
-examples, and ``tests/test_template_ops.py`` proves each rendered operation
-equal to its definition here.
+semantics are written once, over an abstract algebra, and every execution is
+derived from that one definition: the software data plane's kernels and batch
+loop (``p4gen.switch.kernels``), the Z3 encoding of the proofs
+(``p4gen.verify.z3alg``) and the P4 program, which ``p4gen.emit.p4ops`` prints
+from the expression graphs of :mod:`p4gen.opgraph` (a Tofino RegisterAction in
+the form a stateful ALU accepts, ``p4gen.salu``; a v1model register
+read-modify-write).  ``tests/test_ops.py`` pins the semantics with exact
+examples, ``tests/test_salu.py`` proves each stateful-ALU form equal to its
+definition here, and ``tests/test_ops_derivation.py`` that a changed op moves
+the model, the proofs and the P4 together.
 
 Observations produced by the operations, as small integer codes shared by
 the P4 program, the model and the verifier:
@@ -24,15 +25,16 @@ from typing import Any, Protocol
 CMP_LT, CMP_EQ, CMP_GT = 0, 1, 2
 CMP_NAMES = {CMP_LT: "lt", CMP_EQ: "eq", CMP_GT: "gt"}
 
-# worker counter states
-COUNT_NONE, COUNT_FIRST, COUNT_MID, COUNT_LAST, COUNT_COMPLETE, COUNT_INCOMPLETE = 0, 1, 2, 3, 4, 5
+# worker counter states.  A Tofino stateful ALU returns 0 at no cost and two other constants from its
+# spare ALUs, and an increment reports one of three states: mid, the common one, is 0.
+COUNT_MID, COUNT_FIRST, COUNT_LAST, COUNT_COMPLETE, COUNT_INCOMPLETE, COUNT_NONE = 0, 1, 2, 3, 4, 5
 COUNT_NAMES = {
-    COUNT_NONE: "none",
-    COUNT_FIRST: "first",
     COUNT_MID: "mid",
+    COUNT_FIRST: "first",
     COUNT_LAST: "last",
     COUNT_COMPLETE: "complete",
     COUNT_INCOMPLETE: "incomplete",
+    COUNT_NONE: "none",
 }
 
 # outcomes
@@ -83,12 +85,18 @@ OPS: dict[str, dict[str, str]] = {
 }
 
 
+# roles whose op reads this copy's word and the other copy's (the bitmap): their arrays hold both copies of
+# a slot, so which lane is "this" depends on the packet's copy
+COPY_LANES = frozenset({"bitmap"})
+
+
 class Algebra(Protocol):
     def ite(self, cond: Any, a: Any, b: Any) -> Any: ...
     def eq(self, a: Any, b: Any) -> Any: ...
     def ugt(self, a: Any, b: Any) -> Any: ...
     def add(self, a: Any, b: Any, bits: int) -> Any: ...
     def sub(self, a: Any, b: Any, bits: int) -> Any: ...
+    def ssub(self, a: Any, b: Any, bits: int) -> Any: ...
     def band(self, a: Any, b: Any) -> Any: ...
     def bor(self, a: Any, b: Any) -> Any: ...
     def bnot(self, a: Any, bits: int) -> Any: ...
@@ -114,6 +122,9 @@ class IntAlgebra:
 
     def sub(self, a, b, bits):
         return (a - b) & ((1 << bits) - 1)
+
+    def ssub(self, a, b, bits):
+        return a - b if a > b else 0
 
     def band(self, a, b):
         return a & b
@@ -145,9 +156,12 @@ def chunk_op(op: str, stored, tsi, A: Algebra = INT, bound=0):
     if op == "advance":
         return A.ite(newer, tsi, stored), A.ite(newer, gt, A.ite(A.eq(tsi, stored), eq, lt))
     if op == "advance_window":
-        # tsi - stored does not wrap where it is read (tsi is newer); one corrupted frame cannot move the
-        # copy further ahead than the protocol ever does, so it cannot strand the copy's round
-        far = A.ugt(A.sub(tsi, stored, 32), bound)
+        # a newer tsi is too far ahead when tsi - stored > bound, i.e. when the stored chunk is below
+        # tsi - bound (the floor, 0 when tsi <= bound); one corrupted frame cannot move the copy further
+        # ahead than the protocol ever does, so it cannot strand the copy's round.  The floor is computed
+        # from the packet alone, so a switch compares the register with it once (Tofino's stateful ALU
+        # compares a register with one packet field).
+        far = A.ugt(A.ssub(tsi, bound, 32), stored)
         return (A.ite(newer, A.ite(far, stored, tsi), stored),
                 A.ite(newer, A.ite(far, lt, gt), A.ite(A.eq(tsi, stored), eq, lt)))
     raise KeyError(f"chunk op {op!r}")

@@ -188,6 +188,11 @@ class Z3Algebra:
         d = a - b
         return z3.If(d < 0, d + (1 << bits), d)
 
+    def ssub(self, a, b, bits):
+        if z3.is_bv(a):
+            return z3.If(z3.UGT(a, b), a - b, 0)
+        return z3.If(a > b, a - b, 0)
+
     def band(self, a, b):
         return a & b
 

@@ -92,6 +92,9 @@ class SourceAlgebra:
     def sub(self, a, b, bits):
         return Expr("sub", a, b, bits)
 
+    def ssub(self, a, b, bits):
+        return Expr("ssub", a, b, bits)
+
     def band(self, a, b):
         return Expr("and", a, b)
 
@@ -132,6 +135,9 @@ def _text(e: Expr, names: dict[int, str]) -> str:
         return f"(({_text(a[0], names)} + {_text(a[1], names)}) & {_mask(a[2])})"
     if k == "sub":
         return f"(({_text(a[0], names)} - {_text(a[1], names)}) & {_mask(a[2])})"
+    if k == "ssub":
+        x, y = _text(a[0], names), _text(a[1], names)
+        return f"(({x} - {y}) if {x} > {y} else 0)"
     if k == "not":
         return f"(~{_text(a[0], names)} & {_mask(a[1])})"
     return _FORMS[k].format(*(_text(x, names) for x in a))
@@ -282,7 +288,7 @@ class AffineAlgebra:
     def _no(self, *a):
         raise NotAffine
 
-    ite = eq = ugt = band = bor = bnot = ne0 = false = _no
+    ite = eq = ugt = ssub = band = bor = bnot = ne0 = false = _no
 
 
 AFFINE = AffineAlgebra()
@@ -303,6 +309,10 @@ class NumpyAlgebra:
 
     def add(self, a, b, bits):
         return ((np.asarray(a, dtype=np.uint64) + np.asarray(b, dtype=np.uint64)) & ((1 << bits) - 1))
+
+    def ssub(self, a, b, bits):
+        a, b = np.asarray(a, dtype=np.uint64), np.asarray(b, dtype=np.uint64)
+        return np.where(a > b, a - b, np.uint64(0))
 
     def band(self, a, b):
         return np.bitwise_and(a, b)
