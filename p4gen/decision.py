@@ -311,31 +311,78 @@ def _entry_text(obs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in obs.items())
 
 
+def touches(role: str, op: str) -> bool:
+    """Whether ``op`` of ``role`` reads or writes the role's registers (else the P4 program runs it as a
+    plain action: a nop)."""
+    from . import opgraph
+
+    call = opgraph.ROLE_CALLS[role]
+    res = opgraph.symbolic(role, op)
+    regs = set(call.registers)
+    writes = any(not (r.kind == "leaf" and r.args[0] == name)
+                 for r, name in zip(res, call.stores) if name is not None)
+    return writes or bool(opgraph.leaves([res[call.output]]) & regs)
+
+
+def step_action(step: str, role: str, op: str, copy: int | None) -> str:
+    """The P4 action a ``dt_<step>`` entry runs for ``op`` (for one copy where the role's lanes are the
+    two copies and the op touches them)."""
+    return f"{step}_{op}" if copy is None else f"{step}_{op}_copy{copy}"
+
+
+def copy_keyed(st: "Step") -> bool:
+    """Whether step ``st``'s table also matches the packet's copy: its role keeps both copies of a slot
+    in one register entry and one of its ops touches it (a Tofino stateful ALU runs a fixed program
+    per action, so each copy has its own)."""
+    return st.role in ops.COPY_LANES and any(touches(st.role, r.op) for r in st.rules)
+
+
 def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], list[dict]]:
     """The P4 tables of ``table`` and their actions, without P4Runtime IDs: ``(tables, actions)``, in
     plan.json's form.
 
-    One ``dt_<step>`` table per step (action ``set_<step>_op(op)``) and
-    ``dt_outcome`` (action ``set_outcome(outcome, stat)``), each with one
-    const entry per combination of its keys, in :func:`expand` order.
-    ``op_codes`` maps role -> op name -> code (the plan's op codes).
+    One ``dt_<step>`` table per step, whose entry for each combination of its keys (:func:`expand`
+    order) runs the action of the op the step names (:func:`step_action`: the op's register work,
+    or for the values step setting ``values_op``), and ``dt_outcome`` (action
+    ``set_outcome(outcome, stat)``).  A step whose role keeps both copies of a slot in one entry also
+    matches the packet's copy (:func:`copy_keyed`).  ``op_codes`` maps role -> op name -> code (the
+    plan's op codes; every op a step names must have one).
     """
     tables: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
+    declared: set[str] = set()
 
     def keys(names) -> list[dict[str, Any]]:
-        return [{"name": k, "field": f"meta.{k}", "bits": 8, "match": "exact"} for k in names]
+        return [{"name": k, "field": f"meta.{k}", "bits": 1 if k == "copy" else 8, "match": "exact"}
+                for k in names]
+
+    def action(name: str) -> str:
+        if name not in declared:
+            declared.add(name)
+            actions.append({"name": name, "scope": "ingress", "params": []})
+        return name
 
     for st in table.steps:
-        act = f"set_{st.name}_op"
-        actions.append({"name": act, "scope": "ingress", "params": [{"name": "op", "bits": 8}]})
         codes = op_codes[st.role]
-        entries = [{"match": {k: CODES[k][v] for k, v in obs.items()}, "action": act,
-                    "args": {"op": codes[rule.op]}, "comment": f"{_entry_text(obs)} -> {rule.op}"}
-                   for obs, rule in expand(st.keys, st.rules)]
+        by_copy = copy_keyed(st)
+        entries, names = [], []
+        for obs, rule in expand(st.keys, st.rules):
+            codes[rule.op]            # every op has a code (KeyError otherwise)
+            for copy in ((0, 1) if by_copy else (None,)):
+                c = copy if copy is not None and touches(st.role, rule.op) else None
+                name = action(step_action(st.name, st.role, rule.op, c))
+                names.append(name)
+                match = ({"copy": copy} if copy is not None else {}) | {k: CODES[k][v] for k, v in obs.items()}
+                where = (f"copy={copy} " if copy is not None else "") + _entry_text(obs)
+                entries.append({"match": match, "action": name, "args": {}, "comment": f"{where.strip()} -> {rule.op}"})
+        if "nop" in codes and any(r.op == "nop" for r in st.rules):
+            default = action(step_action(st.name, st.role, "nop", None))
+        else:
+            default = names[-1]
         tables.append({"name": f"dt_{st.name}", "scope": "ingress", "size": max(1, len(entries)),
-                       "keys": keys(st.keys), "actions": [act], "default_action": act,
-                       "default_args": {"op": codes.get("nop", 0)}, "const": True, "entries": entries})
+                       "keys": keys((["copy"] if by_copy else []) + list(st.keys)),
+                       "actions": list(dict.fromkeys(names + [default])), "default_action": default,
+                       "default_args": {}, "const": True, "entries": entries})
     out = table.outcome
     actions.append({"name": "set_outcome", "scope": "ingress",
                     "params": [{"name": "outcome", "bits": 8}, {"name": "stat", "bits": 8}]})
@@ -382,6 +429,8 @@ def p4_tables_mismatch(data: dict[str, Any]) -> str | None:
                 if not isinstance(a, dict) or a.get("match") != b["match"]:
                     return f"'tables' {where} matches {a.get('match') if isinstance(a, dict) else a!r}, " \
                            f"the decision gives {b['match']}"
+                if a.get("action") != b["action"]:
+                    return f"'tables' {where} runs {a.get('action')}, the decision runs {b['action']} ({what})"
                 if a.get("args") != b["args"]:
                     return f"'tables' {where} gives {a.get('args')}, the decision gives {b['args']} ({what})"
                 diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))

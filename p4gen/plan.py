@@ -315,15 +315,27 @@ class Plan:
         except (KeyError, LookupError, TypeError, ValueError) as exc:
             raise PlanError(f"the decision table is not valid: {exc}") from None
         old_t = {t["name"]: t for t in data["tables"]}
-        old_a = {a["name"]: a for a in data["actions"]}
         if {t["name"] for t in new_tables} != {n for n in old_t if n.startswith("dt_")}:
             raise PlanError(f"the decision table's steps ({', '.join(s.name for s in table.steps)}) are not "
                             f"those of this plan ({', '.join(s.name for s in self.decision.steps)}); "
                             f"other steps need a new layout: run p4gen build")
-        for new, old in [(t, old_t[t["name"]]) for t in new_tables] + [(a, old_a[a["name"]]) for a in new_actions]:
+        for new in new_tables:
+            old = old_t[new["name"]]
             pid = old.get("id")
             old.clear()
             old.update(new, id=pid)
+        # the decision's actions: kept IDs for the names it still uses, new IDs after the highest for the others;
+        # the old decision's actions no table names any more are dropped
+        old_dt = {a for t in self.tables if t.name.startswith("dt_") for a in t.actions}
+        old_a = {a["name"]: a for a in data["actions"]}
+        next_id = max((a.get("id", 0) for a in data["actions"]), default=0x01000000) + 1
+        kept = [a for a in data["actions"] if a["name"] not in old_dt]
+        for new in new_actions:
+            pid = old_a[new["name"]].get("id") if new["name"] in old_a else None
+            if pid is None:
+                pid, next_id = next_id, next_id + 1
+            kept.append({**new, "id": pid})
+        data["actions"] = kept
         data["decision"] = table.to_dict()
         return Plan.from_dict(data, self.source)
 

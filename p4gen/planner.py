@@ -32,11 +32,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__, decision, placement, protocols
+from . import __version__, decision, placement, protocols, salu_steps
 from .errors import InfeasibleError
 from .pass_shape import PassShape, shape_problem
 from .plan import SCHEMA, Plan, op_codes as ops_op_codes
 from .registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
+from .salu import SaluCaps
 from .spec import Spec
 from .target import TargetProfile
 
@@ -68,10 +69,9 @@ PHASE_CONSUME, PHASE_HARVEST = 0, 1
 METADATA: list[tuple[str, int]] = [
     ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
     ("slot_base", 16), ("slot_count", 16), ("mgid", 16), ("slot", 16), ("copy", 1),
-    ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8),
-    ("chunk_op", 8), ("bitmap_op", 8), ("counter_op", 8), ("exponent_op", 8), ("values_op", 8),
-    ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8), ("minnext_op", 8),
-    ("chunk_floor", 32),     # TNA: the oldest stored chunk a newer tsi may move on from (tsi - 2 * slot_count)
+    ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8), ("values_op", 8),
+    ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8),
+    ("bound", 32),           # two of the job's windows: how far ahead of a copy's chunk a newer tsi may be
 ]
 
 
@@ -455,6 +455,22 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape 
                                    - sum(r["entries"] * r["entry_bits"] for r in lay.registers)}
 
 
+def program_metadata(profile: TargetProfile, table: decision.DecisionTable, lay: Fit, spec: Spec) -> list[tuple[str, int]]:
+    """The program's metadata fields: the common ones, one bitmap mask per word, a streamed layout's
+    phase and, on a target with stateful ALUs, what the decision steps compute around them
+    (:mod:`p4gen.salu_steps`)."""
+    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
+    out = list(METADATA) + [(f"mask{i}", 32) for i in range(words)]
+    if lay.passes > 1 and lay.mode == "stream":
+        out.append(("harvest", 8))
+    caps = SaluCaps.of(profile)
+    if caps is not None:
+        have = {n for n, _b in out}
+        out += [(n, b) for n, b in salu_steps.fields(salu_steps.program(table, lay.registers, caps, spec.value_width))
+                if n not in have]
+    return out
+
+
 def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Plan:
     """Run the planner passes and return the Plan (``shape``: a layout from ``p4gen plan``)."""
     lay = fit(spec, profile, shape)
@@ -497,7 +513,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "variant": lay.variant,
         "params": params,
         "headers": headers,
-        "metadata": [{"name": n, "bits": b} for n, b in METADATA],
+        "metadata": [{"name": n, "bits": b} for n, b in program_metadata(profile, table, lay, spec)],
         "registers": lay.registers,
         "stages": lay.stages,
         "tables": tables,

@@ -26,7 +26,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "stages": (1, 256, False),
     "alus_per_stage": (1, 64, False),
     "alu_width_bits": (8, 1024, False),
-    "lanes_per_register": (2, 2, True),
+    "lanes_per_register": (1, 2, True),
     "sram_blocks_per_stage": (1, 1 << 16, False),
     "sram_block_words": (1, 1 << 24, False),
     "sram_block_width_bits": (8, 4096, False),
@@ -38,9 +38,10 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "mtu_bytes": (128, 65535, True),
     "packet_headroom_bytes": (0, 65535, False),
     "multicast_group_limit": (1024, 65536, False),
+    "salu_compare_units": (1, 16, False),
+    "salu_output_words": (1, 16, False),
 }
-# lanes_per_register: the templates lay values out as {lo, hi} register pairs, so 2 is the one value
-_WHY = {"lanes_per_register": " (the templates lay values out as {lo, hi} register pairs)"}
+_WHY: dict[str, str] = {}
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _STR_FIELDS = ("name", "arch", "description")
 # rates and latencies read by the layout cost model (p4gen.layout.cost); absent = no such bound
@@ -73,6 +74,8 @@ class TargetProfile:
     packet_rate_kpps: float | None = None   # packets the whole switch processes per second (software switches)
     packet_headroom_bytes: int | None = None    # bytes a packet may grow by in the pipeline (None: no limit)
     multicast_group_limit: int | None = None    # multicast group ids usable are 1 .. limit - 1 (None: 16 bits)
+    salu_compare_units: int | None = None       # comparisons one RegisterAction makes (Tofino: 2, Tofino2: 4)
+    salu_output_words: int | None = None        # 32-bit words one RegisterAction returns (Tofino: 1, Tofino2: 4)
     source: str = "builtin"
 
     @property

@@ -46,20 +46,26 @@ ADVERSARIAL_SLOTS = [60, 61]
 
 
 def _names(keys) -> tuple[tuple[str, str], ...]:
+    """The observations among a dt_* entry's keys, by name (the packet's copy, which only picks the
+    register lanes an action runs on, is not one)."""
     names = {k: {c: v for v, c in decision.CODES[k].items()} for k in decision.CODES}
-    return tuple((k, names[k][c]) for k, c in keys)
+    return tuple((k, names[k][c]) for k, c in keys if k != "copy")
 
 
-def _entry_args(plan: Plan) -> dict[G.Entry, tuple[str, tuple[int, ...]]]:
-    """(table, named keys) -> (action, args) of every const entry of the plan's dt_* tables."""
+def _copy(keys) -> int | None:
+    return next((c for k, c in keys if k == "copy"), None)
+
+
+def _entry_args(plan: Plan) -> dict[tuple, tuple[str, tuple[int, ...]]]:
+    """(table, named observations, copy) -> (action, args) of every const entry of the plan's dt_* tables."""
     out = {}
     for t in plan.tables:
         if not t.name.startswith("dt_"):
             continue
         names = [k.name for k in t.keys]
         for e in t.entries:
-            obs = _names([(k, e.match[k]) for k in names])
-            out[(t.name, obs)] = (e.action, tuple(e.args.values()))
+            keys = [(k, e.match[k]) for k in names]
+            out[(t.name, _names(keys), _copy(keys))] = (e.action, tuple(e.args.values()))
     return out
 
 
@@ -122,9 +128,9 @@ def test_bmv2_takes_every_reachable_entry_like_the_model(name, tmp_path, capsys)
             for table, keys, action, args in taken:
                 e = (table, _names(keys))
                 bm_entries.append(e)
-                if args_of.get(e) != (action, args):
+                if args_of.get((*e, _copy(keys))) != (action, args):
                     mismatches.append(f"{label}: BMv2 took {G.entry_text(e)} with {action}{args}; the plan's entry "
-                                      f"is {args_of.get(e)}")
+                                      f"is {args_of.get((*e, _copy(keys)))}")
             if got != want:
                 mismatches.append(f"{label}: port {port} frame {frame.hex()}\n  BMv2 : "
                                   f"{[(p, b.hex()) for p, b in got]}\n  model: {[(p, b.hex()) for p, b in want]}")

@@ -175,7 +175,7 @@ def test_failed_batch_reports_each_update(builds, pushed):
     e = PlanEntities(b.plan)
     entry = e.table_entry("l2_forward", {"dst_addr": 0x020000000001}, "l2_unicast", {"port": 1})
     other = e.table_entry("l2_forward", {"dst_addr": 0x020000000002}, "l2_unicast", {"port": 2})
-    const = e.table_entry("dt_chunk", {}, "set_chunk_op", {"op": 0})
+    const = e.table_entry("dt_chunk", {}, "chunk_advance_window", {})
     clone = p4runtime_pb2.Entity()
     clone.packet_replication_engine_entry.clone_session_entry.session_id = 5
     with connect(server.addr) as conn:

@@ -1,4 +1,4 @@
-"""Register-operation semantics (exact examples) and their presence in both templates."""
+"""Register-operation semantics (exact examples), and every op a table names is an action of its program."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from p4gen import ops
+from p4gen import decision, ops
 from p4gen.emit.p4 import render_p4
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
@@ -57,21 +57,27 @@ def test_exponent_minnext_and_values_ops():
     assert ops.values_op("nop", 77, 5, 32) == (77, 5)
 
 
-@pytest.mark.parametrize("target", ["tofino", "bmv2"])
+@pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
 @pytest.mark.parametrize("protocol,variant", [("switchml", "hardened"), ("switchml", "reference"),
                                               ("omnireduce", "hardened")])
 def test_every_op_in_the_table_is_rendered(target, protocol, variant):
+    """Every op a step names is an action of the step's table, declared in the program with its body,
+    and an entry of the table runs it (for each copy where the role's lanes are the copies)."""
     plan = make_plan(make_spec(slots=16, protocol=protocol, variant=variant), load_target(target))
     p4 = render_p4(plan)
     for step in plan.decision.steps:
+        table = plan.table(f"dt_{step.name}")
         for rule in step.rules:
-            const = f"OP_{step.role}_{rule.op}".upper()
-            code = plan.codes.op(step.role, rule.op)
-            # every op's code reaches the program through its table entry
-            table = plan.table(f"dt_{step.name}")
-            assert any(e.args["op"] == code for e in table.entries)
-            if rule.op != "nop" and (step.role, rule.op) != ("values", "read"):
-                assert f"const bit<8> {const} = {code};" in p4
-                # (values "read" is the fall-through branch of every value register)
-                # used in a branch of the program, not just declared
-                assert re.search(rf"meta\.{step.role}_op (==|!=) {const}\)", p4), (step.role, rule.op)
+            touches = decision.touches(step.role, rule.op)
+            copies = (0, 1) if decision.copy_keyed(step) and touches else (None,)
+            for copy in copies:
+                name = decision.step_action(step.name, step.role, rule.op, copy)
+                assert any(e.action == name for e in table.entries), name
+                body = re.search(rf"action {name}\(\) {{(.*?)\n    }}", p4, re.S)
+                assert body is not None, f"action {name} is not in the program"
+                if step.role == "values":
+                    assert f"meta.values_op = {plan.codes.op('values', rule.op)};" in body.group(1)
+                elif touches and target != "bmv2":
+                    assert re.search(r"_ra\.execute\(", body.group(1)), name      # runs its RegisterAction
+                elif touches:
+                    assert re.search(r"\.read\(", body.group(1)), name            # reads its register

@@ -16,6 +16,7 @@ from p4gen import decision, ops
 from p4gen import protocols
 from p4gen import wire as W
 from p4gen.host import packet as P
+from p4gen.emit.p4 import render_p4
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.switch import kernels
@@ -87,6 +88,14 @@ def _bmc_violation():
     return None if cex is None else (cex.prop, cex.steps)
 
 
+TOFINO_PLAN = make_plan(make_spec(slots=4, elements_per_packet=8, variant="reference", max_workers=4),
+                        load_target("tofino"))
+
+
+def _p4(plan) -> str:
+    return render_p4(plan)
+
+
 def test_a_mutated_op_moves_the_slow_fast_batch_and_z3_paths_together(monkeypatch):
     L = W.FrameLayout(PLAN)
     full_sum = (np.full(L.elements, 111, dtype=">u4")).tobytes()       # 1 + 10 + 100 per element
@@ -97,6 +106,8 @@ def test_a_mutated_op_moves_the_slow_fast_batch_and_z3_paths_together(monkeypatc
     assert _z3_state(1, 3) == ops.COUNT_MID and _z3_state(2, 3) == ops.COUNT_LAST
     assert kernels.derive().fast["counter"]["inc_mod"](1, 3, 2 ** 32 - 1) == (2, ops.COUNT_MID)
     assert _bmc_violation() is None
+    p4_before = {"bmv2": _p4(PLAN), "tofino": _p4(TOFINO_PLAN)}
+    assert "rv = 2;" in p4_before["tofino"]          # inc_mod: LAST from the stateful ALU, MID is 0
 
     monkeypatch.setattr(ops, "counter_op", _swap_last_mid(ops.counter_op))
     after = _runs()
@@ -106,6 +117,12 @@ def test_a_mutated_op_moves_the_slow_fast_batch_and_z3_paths_together(monkeypatc
     assert _z3_state(1, 3) == ops.COUNT_LAST and _z3_state(2, 3) == ops.COUNT_MID
     assert kernels.derive().fast["counter"]["inc_mod"](1, 3, 2 ** 32 - 1) == (2, ops.COUNT_LAST)
     assert _bmc_violation() == ("exact_result", 2)
+    # the P4 of both targets follows: the bmv2 action's state choice and Tofino's RegisterAction change
+    p4_after = {"bmv2": _p4(PLAN), "tofino": _p4(TOFINO_PLAN)}
+    for target in p4_after:
+        assert p4_after[target] != p4_before[target], target
+    ra = lambda t: t[t.index("worker_count_inc_mod_ra"):t.index("};", t.index("worker_count_inc_mod_ra"))]  # noqa: E731
+    assert ra(p4_before["tofino"]) != ra(p4_after["tofino"])
 
 
 NEW_VALUES_OPS = {

@@ -88,9 +88,14 @@ def test_changed_decision_changes_the_rendered_program(target):
         for obs, rule in decision.expand(keys, rules):
             if keys:
                 what = getattr(rule, "op", None) or f"{rule.action} ({rule.stat})"
-                assert f"// {' '.join(f'{k}={v}' for k, v in obs.items())} -> {what}\n" in new
-    # the IDs (and so the P4Info) stay those of the layout
-    assert render_p4info(mut) == render_p4info(plan)
+                where = ' '.join(f'{k}={v}' for k, v in obs.items())
+                assert f"// {where} -> {what}\n" in new or f"// copy=0 {where} -> {what}\n" in new
+    # the IDs stay those of the layout: every table, and every action both decisions run
+    assert {t.name: t.id for t in mut.tables} == {t.name: t.id for t in plan.tables}
+    ids = {a.name: a.id for a in plan.actions}
+    assert all(ids[a.name] == a.id for a in mut.actions if a.name in ids)
+    assert len({a.id for a in mut.actions}) == len(mut.actions)
+    assert render_p4info(mut) != render_p4info(plan)      # the tables' actions are the new decision's
 
 
 def test_changed_decision_changes_the_model():
@@ -158,13 +163,13 @@ def _entry(data: dict, table: str, comment: str) -> dict:
 
 EDITS = {
     # dt_counter's entry for a retransmission counts it (op inc_sat) where the decision probes
-    "tables": (lambda d: _entry(d, "dt_counter", "cmp=eq seen=1 -> probe_full")["args"].update(
-        op=d["params"]["op_codes"]["counter"]["inc_sat"]),
-        "'tables' dt_counter entry 3 (cmp=eq seen=1) gives {'op': 3}, the decision gives {'op': 4} (probe_full)"),
+    "tables": (lambda d: _entry(d, "dt_counter", "cmp=eq seen=1 -> probe_full").update(action="counter_inc_sat"),
+               "'tables' dt_counter entry 3 (cmp=eq seen=1) runs counter_inc_sat, the decision runs "
+               "counter_probe_full (probe_full)"),
     # the decision adds a retransmission to a complete slot; the tables still read
     "decision": (lambda d: d["decision"]["steps"][4]["rules"].insert(
         0, {"match": {"cmp": "eq", "seen": "1"}, "op": "add"}),
-        "'tables' dt_values entry 18 (cmp=eq seen=1 count=none) gives {'op': 3}, the decision gives {'op': 1} (add)"),
+        "'tables' dt_values entry 18 (cmp=eq seen=1 count=mid) runs values_nop, the decision runs values_add (add)"),
     "a step": (lambda d: d["decision"]["steps"].pop(0),
                "'tables' holds dt_bitmap, dt_chunk, dt_counter, dt_exponent, dt_outcome, dt_values but 'decision' "
                "has the steps of dt_bitmap, dt_counter, dt_exponent, dt_outcome, dt_values"),
@@ -224,14 +229,15 @@ def _dt(data: dict, name: str) -> dict:
 
 OTHER_EDITS = [
     (lambda d: _dt(d, "dt_counter").update(size=64), "'tables' dt_counter differs from the decision in size"),
-    (lambda d: _dt(d, "dt_bitmap")["entries"].pop(), "'tables' dt_bitmap has 2 entries, the decision gives 3"),
+    (lambda d: _dt(d, "dt_bitmap")["entries"].pop(), "'tables' dt_bitmap has 5 entries, the decision gives 6"),
     (lambda d: _dt(d, "dt_outcome")["entries"][0]["match"].update(cmp=1),
-     "'tables' dt_outcome entry 0 (cmp=lt seen=0 count=none) matches {'cmp': 1, 'seen': 0, 'count': 0}, "
+     "'tables' dt_outcome entry 0 (cmp=lt seen=0 count=mid) matches {'cmp': 1, 'seen': 0, 'count': 0}, "
      "the decision gives {'cmp': 0, 'seen': 0, 'count': 0}"),
     (lambda d: _dt(d, "dt_chunk")["entries"][0].update(comment="x"),
      "'tables' dt_chunk entry 0 (the only entry) differs from the decision in comment"),
-    (lambda d: next(a for a in d["actions"] if a["name"] == "set_counter_op")["params"][0].update(bits=16),
-     "'actions' set_counter_op is not the action the decision's tables use ([{'name': 'op', 'bits': 8}])"),
+    (lambda d: next(a for a in d["actions"] if a["name"] == "counter_inc_sat")["params"].append(
+        {"name": "op", "bits": 8}),
+     "'actions' counter_inc_sat is not the action the decision's tables use ([])"),
 ]
 
 

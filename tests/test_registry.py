@@ -70,8 +70,9 @@ def test_a_toy_variant_builds_on_every_target_from_the_command_line(toy, tmp_pat
         assert plan.decision == toy.table
         # the program follows the table: a stale packet's dt_counter entry selects probe_full
         p4 = (out / "program.p4").read_text()
-        counter = [ln for ln in p4.splitlines() if "set_counter_op(" in ln and "// cmp=lt" in ln]
-        assert len(counter) == 2 and all(ln.endswith("-> probe_full") for ln in counter)
+        counter = [ln for ln in p4.splitlines() if ": counter_" in ln and "// cmp=lt" in ln]
+        assert len(counter) == 2 and all(ln.endswith("-> probe_full") and "counter_probe_full()" in ln
+                                          for ln in counter)
         assert json.loads((out / "report.json").read_text())["variant"] == toy.name
     capsys.readouterr()
     # an unknown variant is still refused with the registry's names

@@ -80,7 +80,7 @@ BAD_PLANS = [
     (_set(("registers",), []), "registers must be a non-empty list (got [])"),
     (_set(("headers",), []), "headers must be a non-empty list (got [])"),
     (_set(("params", "value_width"), 8), "value_width=8 must be one of 16, 32"),
-    (_drop_rule, "has no valid decision table: no rule matches {'cmp': 'lt', 'seen': '0', 'count': 'none'}"),
+    (_drop_rule, "has no valid decision table: no rule matches {'cmp': 'lt', 'seen': '0', 'count': 'mid'}"),
     (_set(("params", "value_width"), 32.0), "plan.json: value_width=32.0 must be one of 16, 32"),
     (_set(("params",), []), "plan.json: params must be an object, not a list"),
     (_set(("registers",), [1]), "plan.json: registers[0] must be an object, not an integer"),
@@ -107,7 +107,7 @@ def test_plan_check_names_a_table_that_is_not_total():
     with pytest.raises(PlanError) as exc:
         Plan.from_dict(data, "plan.json")
     assert str(exc.value) == ("plan.json has no valid decision table: no rule matches "
-                              "{'cmp': 'lt', 'seen': '0', 'count': 'none'}")
+                              "{'cmp': 'lt', 'seen': '0', 'count': 'mid'}")
 
 
 def test_workers_out_of_range(tmp_path, capsys):
@@ -197,13 +197,14 @@ def test_verify_refuses_a_program_edited_by_hand_after_the_build(tmp_path, capsy
     b = _built(tmp_path)
     prog = b / "program.p4"
     text = prog.read_text()
-    edited = text.replace("s0 = s0 + hdr.data0.d0;", "s0 = s0 - hdr.data0.d0;", 1)    # one register operation
+    edited = text.replace("(values0_v[31:0] + hdr.data0.d0);", "(values0_v[31:0] - hdr.data0.d0);", 1)  # one op
     assert edited != text
     prog.write_text(edited)
     assert main(["verify", str(b), "--workers", "2", "--jobs", "1"]) == 1
     line = _one_error(capsys)
     assert line.startswith(f"p4gen: error: {str(prog)!r} is not what plan.json renders to (line ")
-    assert "'s0 = s0 - hdr.data0.d0;', the plan renders 's0 = s0 + hdr.data0.d0;'" in line
+    assert ("'bit<32> values0_t0 = (values0_v[31:0] - hdr.data0.d0);', the plan renders "
+            "'bit<32> values0_t0 = (values0_v[31:0] + hdr.data0.d0);'") in line
     assert not (b / "verify.json").exists()
     prog.write_text(text)
     (b / "p4info.txt").write_text((b / "p4info.txt").read_text().replace("size: 16", "size: 17", 1))

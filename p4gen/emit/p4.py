@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import jinja2
 
-from .. import decision, ops, protocols
+from .. import ops, protocols
+from . import p4ops
 from ..plan import Plan
 from .templates import template_sources, templates_dir
 
@@ -85,7 +86,9 @@ def context(plan: Plan) -> dict[str, Any]:
     passes = p.passes
     regs = [{"r": r, "name": r.name, "role": r.role, "entries": r.entries, "entry_bits": r.entry_bits,
              "lanes": r.lanes, "lane_bits": r.lane_bits, "stage": r.stage, "id": r.id, "word": r.word,
-             "elements": r.elements, "lo_hi": r.lanes == 2} for r in plan.registers]
+             "elements": r.elements, "p4type": _register_type(r), "comment": _register_comment(r)}
+            for r in plan.registers]
+    steps_p4 = p4ops.steps(plan)
     step_roles = [s.role for s in plan.decision.steps]
     stream = passes > 1 and p.pass_mode == "stream"
 
@@ -107,18 +110,10 @@ def context(plan: Plan) -> dict[str, Any]:
         "consts": consts, "op_const": op_const, "headers": headers, "data": data, "passes": passes,
         "data_insts": ["data0"] if stream else [f"data{i}" for i in range(passes)],
         "recirc": plan.header("recirc") if passes > 1 else None,
-        "meta": list(plan.metadata) + [{"name": f"mask{i}", "bits": 32} for i in range(p.bitmap_words)]
-                + [{"name": f"seen{i}", "bits": 8} for i in range(p.bitmap_words)]
-                + ([{"name": "harvest", "bits": 8}] if stream else []),
+        "meta": list(plan.metadata),
+        "steps_p4": steps_p4,
         **_pass_context(plan),
-        "registers": regs, "values": [r for r in regs if r["role"] == "values"],
-        "bitmaps": [r for r in regs if r["role"] == "bitmap"],
-        "reg": {r["name"]: r for r in regs if r["role"] != "values" and r["role"] != "bitmap"},
-        "step_roles": step_roles, "steps": plan.decision.steps,
-        # the ops some const entry selects (Plan guarantees tables == the expansion of decision)
-        "used_ops": {s.role: sorted({rule.op for _, rule in decision.expand(s.keys, s.rules)},
-                                    key=codes.ops[s.role].get)
-                     for s in plan.decision.steps},
+        "registers": regs, "step_roles": step_roles, "steps": plan.decision.steps,
         "tables": tables, "actions": actions, "stats": plan.counter("stats"),
         "udp_value": _hex(udp_value), "udp_mask": _hex(udp_mask),
         "w": p.value_width, "hexid": lambda v: f"0x{v:08x}",
@@ -126,6 +121,22 @@ def context(plan: Plan) -> dict[str, Any]:
         "omni": protocols.protocol(plan.protocol).sparse,
         "data_bytes": data.bytes,
     }
+
+
+def _register_type(r) -> str:
+    """The P4 type of one register entry: a lane, or a {lo, hi} pair."""
+    if r.lanes == 1:
+        return f"bit<{r.lane_bits}>"
+    return "bitmap_pair_t" if r.role == "bitmap" else "pair_t"
+
+
+def _register_comment(r) -> str:
+    if r.role == "values":
+        return f"elements {', '.join(map(str, r.elements))} of each pass"
+    if r.role == "bitmap":
+        return f"worker bitmap word {r.word} (workers {32 * r.word}..{32 * r.word + 31}), lo = copy 0, hi = copy 1"
+    return {"chunk": "newest chunk per (slot, copy)", "counter": "contributions per (slot, copy)",
+            "exponent": "largest exponent of the round", "minnext": "smallest next non-zero block offset of the round"}[r.role]
 
 
 def _pass_context(plan: Plan) -> dict[str, Any]:
