@@ -103,7 +103,7 @@ class BatchPath:
         if not self._fast or len(packets) < VEC_MIN_BATCH or not self._values_batchable:
             process = self._packets.process
             return [process(f, p) for f, p in packets]
-        if self.vectorised and self._workers.usable():
+        if self.vectorised and self._workers.usable:
             return self._process_batch_vec(packets)
         results: list = [None] * len(packets)
         fixed_len, unpack = L.fixed_len, L.struct.unpack_from
@@ -405,7 +405,7 @@ class BatchPath:
         L = self._layout
         sig = self._sig
         if (not self._fast or B < VEC_MIN_BATCH or not self._values_batchable or not self.vectorised
-                or not self._workers.usable() or self._omni or sig is None or Lg < L.frame_len
+                or not self._workers.usable or self._omni or sig is None or Lg < L.frame_len
                 or not ((A8[:, sig[0]] & sig[1]) == sig[2]).all()):
             return self._regroup(self.process_batch(list(zip([r.tobytes() for r in A8], ports.tolist()))))
         A8 = np.ascontiguousarray(A8)
@@ -434,7 +434,7 @@ class BatchPath:
         L = self._layout
         sig = self._sig
         fast = (self._fast and self._omni and B >= VEC_MIN_BATCH and self._values_batchable and self.vectorised
-                and self._workers.usable() and sig is not None)
+                and self._workers.usable and sig is not None)
         mats = []
         for A8, _p, _i in groups:
             Lg = A8.shape[1]

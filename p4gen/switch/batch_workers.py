@@ -15,18 +15,18 @@ class WorkerLookup:
     """The ``workers`` table of a :class:`.SwitchState` as sorted arrays, for the batch path.
 
     Interface: :meth:`lookup` (the entries of a batch of frames) and
-    :meth:`usable` (False while two entries' key hashes collide: then batches
-    cannot be looked up this way).  Both rebuild the arrays first when the
-    table has changed since the last build (``state.version["workers"]``).
+    :attr:`usable` (False while two entries' key hashes collide: then batches
+    cannot be looked up this way).  The arrays are rebuilt on every change of
+    the table (:meth:`.SwitchState.subscribe`), so the control plane's write
+    pays for it and no batch does.
     """
 
     def __init__(self, layout: FrameLayout, fields: FrameFields, records: FrameRecords, state: SwitchState):
-        self._state = state
         self._entries = state.workers
         self._key_sub = fields.worker_key
         self._nkey = 1 + len(fields.worker_key)
-        self._built = -1                 # the table version the arrays below were built from
         self._vw = self._vx = None
+        self.usable = True
         # workers keys of whole bytes that leave at least one byte for the ingress port: exact look-ups
         # of (the key's byte columns in a frame, bytes of the port, each field's size)
         self._kx = None
@@ -39,22 +39,18 @@ class WorkerLookup:
             kb.extend(range(o_, o_ + layout.unit_sizes[s_.index]))
         if kb is not None and len(kb) <= 7:
             self._kx = (np.array(kb, dtype=np.int64), 8 - len(kb), [layout.unit_sizes[s_.index] for s_ in self._key_sub])
-
-    def usable(self) -> bool:
-        """Whether the table can be looked up as arrays (no two entries' key hashes collide)."""
-        if self._built != self._state.version["workers"]:
-            self._build()
-        return self._vw is not False
+        self._build()
+        state.subscribe("workers", self._build)
 
     def _build(self) -> None:
         """The workers table as sorted key hashes and per-entry parameter columns."""
-        self._built = self._state.version["workers"]
         keys, params = [], []
         for key, val in self._entries.items():
             keys.append(key)
             params.append(val)
         if not keys:
             self._vw = self._vx = None
+            self.usable = True
             return
         kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), self._nkey)
         h = np.zeros(len(keys), dtype=np.uint64)
@@ -65,6 +61,7 @@ class WorkerLookup:
         if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
             self._vw = False
             self._vx = None
+            self.usable = False
             return
         known0 = np.array([p is not None for p in params], dtype=bool)
         pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
@@ -73,6 +70,7 @@ class WorkerLookup:
         known, pv = known0[srt], pv0[srt]
         # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
         self._vx = None
+        self.usable = True
         kx = self._kx
         if kx is not None:
             _kb, kport, sizes = kx
@@ -98,8 +96,6 @@ class WorkerLookup:
         records of those rows, ``port_col``: their ingress ports): whether each hits a set_worker entry,
         and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid, and the mask when the
         word is 0)."""
-        if self._built != self._state.version["workers"]:
-            self._build()
         vx = self._vx
         if vx is not None:
             kb, kport, _sizes = self._kx

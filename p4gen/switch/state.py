@@ -81,7 +81,10 @@ class SwitchState:
       -> egress port or None), ``result_dst`` (rid -> (MAC bytes, IPv4, UDP
       port) or None); ``groups`` (mgid -> [(egress port, rid)]);
     * ``version[table]``: how often each table has changed, so a cache built
-      from a table knows when to rebuild.
+      from a table knows when to rebuild; :meth:`subscribe` has a callback
+      called after every change of a table instead (for a derived form the
+      packet path must find up to date, rebuilt by the control plane's
+      write rather than by the next packet).
     """
 
     def __init__(self, plan, layout):
@@ -205,6 +208,12 @@ class SwitchState:
         self.l2: dict[bytes, int | None] = {}
         self.result_dst: dict[int, tuple | None] = {}
         self.version = {name: 0 for name in self._tables}
+        self._listeners: dict[str, list] = {name: [] for name in self._tables}
+
+    def subscribe(self, table: str, callback) -> None:
+        """Call ``callback()`` after every change of ``table``'s entries (once its look-up dict is up to date)."""
+        self._table(table)
+        self._listeners[table].append(callback)
 
     def _table(self, name: str) -> _Table:
         try:
@@ -313,7 +322,8 @@ class SwitchState:
                 raise ModelError("set_worker num_workers must be at least 1")
 
     def _sync(self, table: str) -> None:
-        """Rebuild the per-packet lookup dict of one table from its entries (in place) and count the change."""
+        """Rebuild the per-packet lookup dict of one table from its entries (in place), count the change and
+        tell the table's subscribers."""
         t = self._tables[table]
         self.version[table] += 1
         if table == "workers":
@@ -330,6 +340,8 @@ class SwitchState:
             _replace(self.result_dst, {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2])
                                                  if action == "set_result_dst" else None)
                                        for key, (action, val) in t.entries.items()})
+        for callback in self._listeners[table]:
+            callback()
 
     # -- multicast groups
     def set_group(self, mgid: int, replicas: Iterable[tuple[int, int]]) -> None:
