@@ -38,7 +38,7 @@ def test_the_loop_branches_on_codes_not_on_table_lookups(variant):
     """Every packet's op per step is fixed by the branch it is in: no per-packet table look-up remains,
     and each leaf appends its final observation code as a constant."""
     plan = make_plan(make_spec(slots=4, elements_per_packet=8, variant=variant), load_target("bmv2"))
-    src = SwitchModel(plan)._vec_source
+    src = SwitchModel(plan).batch_path.loop.source
     assert "[o]" not in src and "o = o *" not in src
     assert "aO(" in src and all(ln.strip().startswith("aO(") for ln in src.splitlines() if "aO(" in ln
                                 and "append" not in ln)

@@ -13,6 +13,7 @@ from p4gen import decision, ops
 from p4gen import protocols
 from p4gen import wire as W
 from p4gen.host import packet as P
+from p4gen.switch.batch_emit import BatchEmitter
 from p4gen.switch.model import FAST_KERNELS, ModelError, SwitchModel, WorkerAddr, job_config
 from p4gen.pass_shape import PassShape
 from p4gen.planner import make_plan
@@ -356,16 +357,16 @@ def test_batch_path_is_vectorised_and_matches_on_a_long_stream(name, plain_repli
     for m in (one, batch):
         m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + ([(9, 0)] if plain_replica else []))
-    assert batch._vec
-    batch._vec = vectorised
+    assert batch.batch_path.vectorised
+    batch.batch_path.vectorised = vectorised
     calls = {"one group": 0, "groups": 0}
-    for fn, key in (("_replicate_one_group", "one group"), ("_replicate_groups", "groups")):
-        orig = getattr(SwitchModel, fn)
+    for fn, key in (("replicate_one_group", "one group"), ("replicate_groups", "groups")):
+        orig = getattr(BatchEmitter, fn)
 
         def spy(self, *a, _orig=orig, _key=key):
             calls[_key] += 1
             return _orig(self, *a)
-        monkeypatch.setattr(SwitchModel, fn, spy)
+        monkeypatch.setattr(BatchEmitter, fn, spy)
     rng = np.random.default_rng(7)
     frames = []
     for c in range(200):

@@ -12,6 +12,9 @@ from p4gen.host import packet as P
 from p4gen.pass_shape import PassShape
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
+from p4gen.switch.batch import BatchPath
+from p4gen.switch.batch_emit import BatchEmitter
+from p4gen.switch.interpreter import PacketPath
 from p4gen.switch.model import SwitchModel, WorkerAddr, job_config
 from p4gen.target import load_target
 
@@ -143,8 +146,8 @@ def test_matrix_takes_the_vectorised_path_and_builds_port_matrices_as_views(monk
         if c % 10 == 9:
             frames.append(frames[-3])             # a retransmission to a complete slot: unicast back
     calls = []
-    monkeypatch.setattr(SwitchModel, "process_batch", lambda self, p: calls.append(len(p)) or [])
-    monkeypatch.setattr(SwitchModel, "process", lambda self, f, p: calls.append(1) or [])
+    monkeypatch.setattr(BatchPath, "process_batch", lambda self, p: calls.append(len(p)) or [])
+    monkeypatch.setattr(PacketPath, "process", lambda self, f, p: calls.append(1) or [])
     got = _run_matrix(mat, frames, [400])
     assert calls == []
     monkeypatch.undo()
@@ -161,8 +164,8 @@ def test_hypothesis_streams_reach_the_vectorised_path(monkeypatch):
     m = SwitchModel(plan)
     m.load_config(job_config(plan, 1, addrs, slot_count=3, mgid=5, rid_base=50))
     seen = []
-    orig = SwitchModel._emit_ports
-    monkeypatch.setattr(SwitchModel, "_emit_ports", lambda self, *a: seen.append(1) or orig(self, *a))
+    orig = BatchEmitter.by_port
+    monkeypatch.setattr(BatchEmitter, "by_port", lambda self, *a: seen.append(1) or orig(self, *a))
     frames = [(P.contribution_frame(L, P.Endpoint(a.mac, a.ip, a.udp_port), SW, job=1, tsi=c, pool_index=c % 3,
                                     exponent=1, values=np.arange(L.elements)), a.port)
               for c in range(14) for a in addrs[:3]]
@@ -275,8 +278,8 @@ def test_an_omnireduce_round_takes_the_vectorised_path(monkeypatch):
             frames.append(frames[-3])             # a retransmission to a complete slot: unicast back
     assert len({len(f) for f, _p in frames}) == 2
     calls = []
-    monkeypatch.setattr(SwitchModel, "process_batch", lambda self, p: calls.append(len(p)) or [])
-    monkeypatch.setattr(SwitchModel, "process", lambda self, f, p: calls.append(1) or [])
+    monkeypatch.setattr(BatchPath, "process_batch", lambda self, p: calls.append(len(p)) or [])
+    monkeypatch.setattr(PacketPath, "process", lambda self, f, p: calls.append(1) or [])
     got = _run_groups(grp, frames, [200])
     assert calls == []
     monkeypatch.undo()

@@ -224,7 +224,7 @@ def test_long_stream_in_large_batches_matches_one_by_one(plain_replica):
     one, batch = _model(SMALL, n, True, 3), _model(SMALL, n, True, 3)
     for m in (one, batch):
         m.set_group(5, [(a.port, 50 + i) for i, a in enumerate(addrs)] + ([(9, 0)] if plain_replica else []))
-    assert batch._vec
+    assert batch.batch_path.vectorised
     rng = np.random.default_rng(11)
     frames = []
     for c in range(240):

@@ -72,7 +72,7 @@ def _runs():
     slow, fast, batch = _model(fast=False), _model(), _model()
     got = {"slow": [vals(slow.process(f, p)) for f, p in frames],
            "fast": [vals(fast.process(f, p)) for f, p in frames]}
-    assert batch._vec and batch._values_batchable
+    assert batch.batch_path.vectorised and batch.program.values_batchable
     got["batch"] = [vals(o) for o in batch.process_batch(frames)]
     return got
 
@@ -159,7 +159,7 @@ def test_an_op_added_to_ops_runs_in_every_path(monkeypatch, new_op):
         outs[name] = [o[0][1][L.values_offset:L.frame_len] if o else b"" for o in res]
         regs[name] = [m.register_read(r).tolist() for r in m.register_names()]
         if name == "batch":
-            assert m._values_batchable is batchable
+            assert m.program.values_batchable is batchable
     assert outs["slow"] == outs["fast"] == outs["batch"]
     assert regs["slow"] == regs["fast"] == regs["batch"]
     # workers send 1, 10 and 100: the last one's packet leaves with its own values (add_keep) or the max

@@ -5,11 +5,13 @@ nothing):
 
 * :class:`SwitchModel` (``p4gen.switch.model``), :class:`ModelError`
   (``p4gen.switch.state``) -- the switch state, its control API and the
-  packet paths; the model is assembled from one module per job:
-  ``state`` (registers, tables, groups, counters, config), ``interpreter``
-  (one frame), ``decider`` (the decision table as code), ``batch`` with
-  ``batch_workers``, ``batch_values`` and ``batch_emit`` (``process_batch``)
-  and ``kernels`` (the register operations as executable code);
+  packet paths; the model is a facade over parts, one object and module
+  per job: ``SwitchState`` in ``state`` (registers, tables, groups,
+  counters, config), ``DecisionProgram`` in ``decider`` (the decision table
+  compiled), ``PacketPath`` in ``interpreter`` (one frame), ``BatchPath`` in
+  ``batch`` with ``batch_workers``, ``batch_values``, ``batch_emit`` and
+  ``decision_loop`` (``process_batch``), ``fields`` (where each header
+  field is) and ``kernels`` (the register operations as executable code);
 * :class:`WorkerAddr`, :func:`job_config` -- one job's control-plane config
   (``p4gen.switch.job_config``);
 * :class:`DataPlane`, :class:`DataPlaneError` -- the model on AF_PACKET

@@ -4,12 +4,62 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..wire import FrameLayout
+from .fields import FrameFields, FrameRecords
+from .state import SwitchState
+
+
+def rewrite_offsets(layout: FrameLayout, fields: FrameFields, records: FrameRecords) -> tuple[int, ...] | None:
+    """Byte offsets of the fields a result frame rewrites (Ethernet destination and source, IPv4 source and
+    destination, UDP source and destination port), then of the IPv4 header, its length and its checksum;
+    None when those fields are not whole units of 6, 6, 4, 4, 2 and 2 bytes (then the batch path cannot
+    build result frames as arrays)."""
+    f = fields
+    units = (f.eth_dst, f.eth_src, f.ip_src, f.ip_dst, f.sport, f.dport)
+    if [layout.unit_sizes[i] for i in units] != [6, 6, 4, 4, 2, 2]:
+        return None
+    return tuple(records.offset(i) for i in units) + (f.ip_off, layout.ipv4_len, f.ck_off)
 
 
 class BatchEmitter:
-    """Result frames of the vectorised batch path (a mixin of :class:`SwitchModel`)."""
+    """The result frames of the vectorised batch path, built as byte arrays.
 
-    def _emit_vec(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
+    Interface: :meth:`per_packet` (one output list per packet, as
+    ``process_batch`` returns them), :meth:`by_port` and :meth:`by_port_pieces` (one
+    byte matrix per egress port, as ``process_matrix`` and ``process_groups``
+    return them); the two ways of building multicast replicas,
+    :meth:`replicate_one_group` and :meth:`replicate_groups`.  Multicast
+    groups and ``result_dst`` entries are read from ``state``; each group's
+    arrays are cached until the group or the table changes.  ``rewrite`` is
+    :func:`rewrite_offsets`'s (not None).
+    """
+
+    def __init__(self, layout: FrameLayout, fields: FrameFields, records: FrameRecords, state: SwitchState,
+                 rewrite: tuple[int, ...]):
+        L, f = layout, fields
+        self._layout = layout
+        self._records = records
+        self._state = state
+        self._groups = state.groups
+        self._rw = rewrite
+        self._gvec: dict[int, GroupArrays] = {}
+        self._omni = f.omni
+        self._msg_result = f.msg_result
+        self._out_unicast, self._out_multicast = f.out_unicast, f.out_multicast
+        self._i_eth_dst, self._i_eth_src, self._i_ip_dst, self._i_ip_src = f.eth_dst, f.eth_src, f.ip_dst, f.ip_src
+        self._i_dport, self._i_sport, self._i_exp, self._i_udp_ck = f.dport, f.sport, f.exp, f.udp_ck
+        self._i_next, self._i_total_len, self._i_udp_len = f.next, f.total_len, f.udp_len
+        self._ip_off, self._ck_off = f.ip_off, f.ck_off
+        # byte-level rewrites of msg_type, exponent and UDP checksum, where their units allow (else a record view)
+        self._res_bytes = None
+        mt, ex = L.slot("agg.msg_type"), L.slot("agg.exponent")
+        if (L.unit_sizes[mt.index] == 1 and ex.shift is None and L.unit_sizes[ex.index] in (1, 2, 4)
+                and L.unit_sizes[f.udp_ck] == 2):
+            self._res_bytes = (records.offset(mt.index), 0xFF & ~(mt.mask << (mt.shift or 0)),
+                               f.msg_result << (mt.shift or 0), records.offset(ex.index), L.unit_sizes[ex.index],
+                               records.offset(f.udp_ck))
+
+    def per_packet(self, Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry, gl, ports, results):
         """Result frames of the admitted packets ``sel`` (one length group) as per-packet output lists."""
         X, Lx, uni, mc, rep = self._result_frames(Lg, arr, sel, grow, row, A, E, N, MG, carried, has_carry)
         gsel = sel.tolist()
@@ -35,13 +85,13 @@ class BatchEmitter:
                     results[t] = pairs[pos:pos + cnt]
                     pos += cnt
 
-    def _emit_ports(self, Lg, arr, sel, row, gidx, A, E, MG, carried, has_carry, ports):
+    def by_port(self, Lg, arr, sel, row, gidx, A, E, MG, carried, has_carry, ports):
         """Result frames of the admitted packets ``sel`` as one byte matrix per egress port, each in
-        batch order (the order of the per-packet outputs of :meth:`_emit_vec`)."""
-        return self._emit_pieces([(Lg, arr, sel, False)], row, gidx, A, E, None, MG, carried, has_carry, ports)
+        batch order (the order of the per-packet outputs of :meth:`per_packet`)."""
+        return self.by_port_pieces([(Lg, arr, sel, False)], row, gidx, A, E, None, MG, carried, has_carry, ports)
 
-    def _emit_pieces(self, pieces, row, gidx, A, E, N, MG, carried, has_carry, ports):
-        """:meth:`_emit_ports` of several pieces (length group ``Lg`` with its byte matrix ``arr``, its
+    def by_port_pieces(self, pieces, row, gidx, A, E, N, MG, carried, has_carry, ports):
+        """:meth:`by_port` of several pieces (length group ``Lg`` with its byte matrix ``arr``, its
         admitted packets ``sel``, whether their results grow by the data header), merged per egress
         port in batch order."""
         parts: dict[int, list] = {}            # port -> [(batch indices, frames)]
@@ -98,7 +148,7 @@ class BatchEmitter:
         replica matrix, each replica's port, replicas per packet, whether all went to one group)).
         Header rewrites on the whole (k, Lg) array, multicast replication with np.repeat, IPv4
         checksums vectorised."""
-        L = self.layout
+        L = self._layout
         src = arr[row[sel]]
         off, vlen = L.values_offset, L.data_bytes
         if grow:
@@ -134,7 +184,7 @@ class BatchEmitter:
             mc = (acts == self._out_multicast).nonzero()[0]
         if len(uni):
             if R is None:
-                R = X.view(self._rec(Lx)).reshape(-1)
+                R = X.view(self._records.dtype(Lx)).reshape(-1)
             U = R[uni]
             for a_, b_ in ((self._i_eth_dst, self._i_eth_src), (self._i_ip_dst, self._i_ip_src),
                            (self._i_dport, self._i_sport)):
@@ -158,14 +208,14 @@ class BatchEmitter:
                 g = gs[0]
                 counts = [len(g.ports)] * len(mc)
                 rports = g.ports * len(mc)
-                M = self._replicate_one_group(X, mc, g)
+                M = self.replicate_one_group(X, mc, g)
             else:
                 if mgs is None:
                     mgs = [mg0] * len(mc)
                 gmap = {mg: self._group_vec(mg) for mg in set(mgs)}
                 counts = [len(gmap[mg].ports) for mg in mgs]
                 rports = [p for mg in mgs for p in gmap[mg].ports]
-                M = self._replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
+                M = self.replicate_groups(X, mc, [gmap[mg] for mg in mgs], counts)
             rep = (M, rports, counts, one_group)
         if len(uni):
             self._checksums(X, uni)
@@ -174,11 +224,11 @@ class BatchEmitter:
     def _rewrite_result_fields(self, X, Lx, sel, grow, E, N, vlen):
         """The result header fields of every row of ``X``, through a record view (returned): msg_type (and
         OmniReduce's flags, next offset and grown lengths), exponent, UDP checksum 0."""
-        R = X.view(self._rec(Lx)).reshape(-1)
-        mt = self.layout.slot("agg.msg_type")
+        R = X.view(self._records.dtype(Lx)).reshape(-1)
+        mt = self._layout.slot("agg.msg_type")
         u = R[f"u{mt.index}"]
         if self._omni:
-            fl = self.layout.slot("agg.flags")
+            fl = self._layout.slot("agg.flags")
             keep = 0xFF & ~((mt.mask << mt.shift) | (fl.mask << fl.shift))
             R[f"u{mt.index}"] = (u & keep) | (self._msg_result << mt.shift) | (1 << fl.shift)
             R[f"u{self._i_next}"] = N[sel]
@@ -192,18 +242,18 @@ class BatchEmitter:
         return R
 
     def _group_vec(self, mgid: int) -> "GroupArrays":
-        """Multicast group ``mgid`` as arrays for :meth:`_emit_vec`; rebuilt when the group or the
+        """Multicast group ``mgid`` as arrays for :meth:`per_packet`; rebuilt when the group or the
         result_dst table has been replaced since the last call."""
-        reps = self.groups.get(mgid, ())
-        rdst = self._rdst
+        reps = self._groups.get(mgid, ())
+        version = self._state.version["result_dst"]
         hit = self._gvec.get(mgid)
-        if hit is not None and hit.reps is reps and hit.rdst is rdst:
+        if hit is not None and hit.reps is reps and hit.rdst_version == version:
             return hit
-        g = GroupArrays(reps, rdst)
+        g = GroupArrays(reps, self._state.result_dst, version)
         self._gvec[mgid] = g
         return g
 
-    def _replicate_one_group(self, X, mc, g: "GroupArrays") -> np.ndarray:
+    def replicate_one_group(self, X, mc, g: "GroupArrays") -> np.ndarray:
         """The replicas of rows ``mc`` of ``X``, all to group ``g`` whose every replica has a
         result_dst: the shared rewrites and the checksum's shared part once per row, then the
         per-replica fields and checksums broadcast over (rows, replicas)."""
@@ -229,7 +279,7 @@ class BatchEmitter:
         M3[:, :, ck:ck + 2] = (~c & 0xFFFF).astype(">u2").view(np.uint8).reshape(q, k, 2)
         return M
 
-    def _replicate_groups(self, X, mc, gs: list, counts: list[int]) -> np.ndarray:
+    def replicate_groups(self, X, mc, gs: list, counts: list[int]) -> np.ndarray:
         """The replicas of rows ``mc`` of ``X``, row i to group ``gs[i]`` (``counts[i]`` replicas);
         a replica whose rid has no result_dst keeps the packet's addresses."""
         if not sum(counts):
@@ -251,7 +301,7 @@ class BatchEmitter:
 
     def _checksums(self, X, rows=None) -> None:
         """Recompute the IPv4 header checksum of every row of the (k, L) byte array ``X`` (or of ``rows``)."""
-        o, n, c = self._ip_off, self.layout.ipv4_len, self._ck_off
+        o, n, c = self._ip_off, self._layout.ipv4_len, self._ck_off
         H = X[:, o:o + n] if rows is None else X[rows, o:o + n]
         H = np.ascontiguousarray(H)
         H[:, c - o:c - o + 2] = 0
@@ -268,12 +318,13 @@ class BatchEmitter:
 class GroupArrays:
     """One multicast group as arrays: replica ports, and per replica whether its rid has a
     result_dst and that destination's MAC, IPv4 address and UDP port as big-endian bytes
-    (zeros where it has none) plus the address's two 16-bit words summed (for checksums)."""
+    (zeros where it has none) plus the address's two 16-bit words summed (for checksums).  ``reps`` and
+    ``rdst_version``: the replica list and the result_dst table version they were built from."""
 
-    __slots__ = ("reps", "rdst", "ports", "has", "all_rewritten", "mac", "ip", "dport", "dsum")
+    __slots__ = ("reps", "rdst_version", "ports", "has", "all_rewritten", "mac", "ip", "dport", "dsum")
 
-    def __init__(self, reps, rdst):
-        self.reps, self.rdst = reps, rdst
+    def __init__(self, reps, rdst, rdst_version: int):
+        self.reps, self.rdst_version = reps, rdst_version
         self.ports = [p for p, _r in reps]
         dsts = [rdst.get(rid) if rid else None for _p, rid in reps]
         self.has = np.array([d is not None for d in dsts], dtype=bool)

@@ -9,15 +9,50 @@ each op is a segment sum.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
+
+from ..wire import FrameLayout
+from .kernels import Kernels
+from .state import SwitchState
+
+
+class Admitted(NamedTuple):
+    """The admitted packets of one length group of a batch (the batch path's admission, per group)."""
+
+    length: int              # the group's frame length
+    frames: np.ndarray       # the group's frames as a byte matrix (one row per frame)
+    records: np.ndarray      # the same as header records (FrameRecords.dtype(length))
+    rows: np.ndarray         # the admitted packets' rows in ``frames``
+    batch_index: np.ndarray  # their positions in the batch
+    slot: np.ndarray
+    copy: np.ndarray
+    params: np.ndarray       # their workers entries' parameters (WorkerLookup.lookup)
+    sub: np.ndarray          # their records
+    data: Any                # OmniReduce: whether each carries a data header (else None)
 
 
 class BatchValues:
-    """Value-register operations of a batch (a mixin of :class:`SwitchModel`)."""
+    """The value registers (``state.values``) under a batch's value ops, all at once.
 
-    def _apply_values_batch(self, deferred) -> list:
-        """Apply the deferred value ops in order; return each packet's carried payload bytes (or None)."""
-        L = self.layout
+    Interface: :meth:`apply` (the vectorised path: op codes per packet) and
+    :meth:`apply_deferred` (the frame-by-frame decisions' deferred ops).
+    """
+
+    def __init__(self, layout: FrameLayout, state: SwitchState, kernels: Kernels):
+        self._layout = layout
+        self._vals = state.values
+        self._passes = state.passes
+        self._pass_bits = state.pass_bits
+        self._kernels = kernels
+        self._omni = layout.omni
+
+    def apply_deferred(self, deferred) -> list:
+        """Apply the deferred value ops in order; return each packet's carried payload bytes (or None).
+        ``deferred[k]``: (batch index, frame, port, unpacked headers, outcome, exponent out, mgid,
+        (op name, first register row) or None, data flag, next out)."""
+        L = self._layout
         P_, E = self._passes, L.elements_per_pass
         vals = self._vals
         todo = [(k, d[7]) for k, d in enumerate(deferred) if d[7] is not None]
@@ -62,7 +97,7 @@ class BatchValues:
                 carried[k] = out_be[j].tobytes()
         return carried
 
-    def _values_vec(self, sc, VO, data, adm, order, emits):
+    def apply(self, sc, VO, data, adm: list[Admitted], order, emits):
         """Apply the batch's value ops (codes as in ``Kernels.vcode``) in packet order, all at once.
 
         Returns the values each emitting packet carries on (native dtype,
@@ -78,7 +113,7 @@ class BatchValues:
         positions take a running sum over them.  Unsigned sums wrap modulo
         2^width like the register does, so the result is exact.
         """
-        L = self.layout
+        L = self._layout
         P_, E = self._passes, L.elements_per_pass
         m = len(VO)
         K = self._kernels
@@ -175,24 +210,23 @@ class BatchValues:
         vals[r[need[fin]]] = after[fin]
         return carried, has_carry
 
-    def _op_values(self, pk, passes, adm, order) -> np.ndarray:
+    def _op_values(self, pk, passes, adm: list[Admitted], order) -> np.ndarray:
         """The values (wire dtype, (len(pk), elements per pass)) of packets ``pk`` (admitted order) in
         pass ``passes`` (None: one pass); every such packet carries data."""
-        L = self.layout
+        L = self._layout
         P_, E = self._passes, L.elements_per_pass
         off, vlen = L.values_offset, L.data_bytes
         if order is None:
-            _Lg, A8, _rec, grow_rows = adm[0][:4]
-            src = A8[:, off:off + vlen].view(L.value_dtype)
-            brow = grow_rows[pk]
+            a = adm[0]
+            src = a.frames[:, off:off + vlen].view(L.value_dtype)
+            brow = a.rows[pk]
         else:
             parts = []
-            for Lg, A8, _rec, grow_rows, *_ in adm:
-                if Lg >= L.frame_len:
-                    a = A8[grow_rows, off:off + vlen]
-                    parts.append(a.view(L.value_dtype))
+            for a in adm:
+                if a.length >= L.frame_len:
+                    parts.append(a.frames[a.rows, off:off + vlen].view(L.value_dtype))
                 else:
-                    parts.append(np.zeros((len(grow_rows), L.elements), L.value_dtype))
+                    parts.append(np.zeros((len(a.rows), L.elements), L.value_dtype))
             src = np.concatenate(parts)[order]
             brow = pk
         if passes is None:

@@ -4,32 +4,64 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..wire import FrameLayout
+from .fields import FrameFields, FrameRecords
+from .state import SwitchState
 
-class BatchWorkers:
-    """Workers-table look-ups of a batch (a mixin of :class:`SwitchModel`)."""
+_HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
-    # -- vectorised batches ---------------------------------------------------------
-    _HASH_MUL = np.uint64(0x9E3779B97F4A7C15)
 
-    def _vec_workers_sync(self) -> None:
+class WorkerLookup:
+    """The ``workers`` table of a :class:`.SwitchState` as sorted arrays, for the batch path.
+
+    Interface: :meth:`lookup` (the entries of a batch of frames) and
+    :attr:`usable` (False while two entries' key hashes collide: then batches
+    cannot be looked up this way).  The arrays are rebuilt on every change of
+    the table (:meth:`.SwitchState.subscribe`), so the control plane's write
+    pays for it and no batch does.
+    """
+
+    def __init__(self, layout: FrameLayout, fields: FrameFields, records: FrameRecords, state: SwitchState):
+        self._entries = state.workers
+        self._key_sub = fields.worker_key
+        self._nkey = 1 + len(fields.worker_key)
+        self._vw = self._vx = None
+        self.usable = True
+        # workers keys of whole bytes that leave at least one byte for the ingress port: exact look-ups
+        # of (the key's byte columns in a frame, bytes of the port, each field's size)
+        self._kx = None
+        kb: list[int] | None = []
+        for s_ in fields.worker_key:
+            if s_.shift is not None or s_.raw:
+                kb = None
+                break
+            o_ = records.offset(s_.index)
+            kb.extend(range(o_, o_ + layout.unit_sizes[s_.index]))
+        if kb is not None and len(kb) <= 7:
+            self._kx = (np.array(kb, dtype=np.int64), 8 - len(kb), [layout.unit_sizes[s_.index] for s_ in self._key_sub])
+        self._build()
+        state.subscribe("workers", self._build)
+
+    def _build(self) -> None:
         """The workers table as sorted key hashes and per-entry parameter columns."""
-        order = self._wkey_order
         keys, params = [], []
-        for key, val in self._workers.items():
+        for key, val in self._entries.items():
             keys.append(key)
             params.append(val)
         if not keys:
             self._vw = self._vx = None
+            self.usable = True
             return
-        kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), len(order))
+        kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), self._nkey)
         h = np.zeros(len(keys), dtype=np.uint64)
         for c in range(kcols.shape[1]):
-            h = h * self._HASH_MUL + kcols[:, c]
+            h = h * _HASH_MUL + kcols[:, c]
         srt = np.argsort(h, kind="stable")
         hs = h[srt]
         if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
             self._vw = False
             self._vx = None
+            self.usable = False
             return
         known0 = np.array([p is not None for p in params], dtype=bool)
         pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
@@ -38,7 +70,8 @@ class BatchWorkers:
         known, pv = known0[srt], pv0[srt]
         # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
         self._vx = None
-        kx = getattr(self, "_kx", None)
+        self.usable = True
+        kx = self._kx
         if kx is not None:
             _kb, kport, sizes = kx
             try:
@@ -52,15 +85,17 @@ class BatchWorkers:
                 self._vx = (ex[s2], known0[s2], pv0[s2])
         self._vw = (hs, kcols[srt], known, pv)
 
-    def _wkey_col(self, sub, s) -> np.ndarray:
+    def _key_col(self, sub, s) -> np.ndarray:
         u = sub[f"u{s.index}"]
         if s.shift is not None:
             u = (u >> s.shift) & s.mask
         return u.astype(np.uint64)
 
-    def _workers_batch(self, A8, rows, sub, port_col):
-        """Workers table look-up of frames ``rows`` of a length group: whether each hits a set_worker
-        entry, and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid)."""
+    def lookup(self, A8, rows, sub, port_col):
+        """Workers table look-up of frames ``rows`` of a length group (``A8``: its byte matrix, ``sub``: the
+        records of those rows, ``port_col``: their ingress ports): whether each hits a set_worker entry,
+        and its parameters (worker_id, word, mask, n, slot_base, slot_count, mgid, and the mask when the
+        word is 0)."""
         vx = self._vx
         if vx is not None:
             kb, kport, _sizes = self._kx
@@ -76,12 +111,12 @@ class BatchWorkers:
                 ent = np.searchsorted(ks, key)
                 np.minimum(ent, len(ks) - 1, out=ent)
                 return (ks[ent] == key) & kn[ent], kpv[ent]
-        cols = [port_col.astype(np.uint64)] + [self._wkey_col(sub, s_) for s_ in self._wkey_sub]
-        ent, known = self._vec_lookup(cols)
+        cols = [port_col.astype(np.uint64)] + [self._key_col(sub, s_) for s_ in self._key_sub]
+        ent, known = self._hashed(cols)
         return known, (self._vw[3][ent] if self._vw else np.zeros((len(rows), 8), dtype=np.int64))
 
-    def _vec_lookup(self, cols):
-        """Workers table lookup for a batch: entry index and whether it is a set_worker hit."""
+    def _hashed(self, cols):
+        """Workers table lookup for a batch by key hash: entry index and whether it is a set_worker hit."""
         vw = self._vw
         m = len(cols[0])
         if vw is None:
@@ -90,7 +125,7 @@ class BatchWorkers:
         # the packet key in the table's internal order: ingress port, then the header fields
         h = np.zeros(m, dtype=np.uint64)
         for c in cols:
-            h = h * self._HASH_MUL + c
+            h = h * _HASH_MUL + c
         ent = np.searchsorted(hs, h)
         np.minimum(ent, len(hs) - 1, out=ent)
         hit = hs[ent] == h

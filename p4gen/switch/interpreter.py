@@ -1,99 +1,62 @@
-"""The per-packet interpreter: one frame in, the frames out.
+"""The per-packet path: one frame in, the frames out.
 
-:class:`PacketInterpreter` parses a frame with the plan's header layout,
-forwards other traffic (``l2_forward`` or flooding), admits aggregation
-packets (parser, workers table, slot range), runs the decision
-(``_decide_fast`` or ``_decide_reference``, from :mod:`.decider`) and builds
-the result frames (msg_type, exponent, values, checksums; multicast with
-per-replica ``result_dst`` rewrites).
+:class:`PacketPath` parses a frame with the plan's header layout, forwards
+other traffic (``l2_forward`` or flooding), admits aggregation packets
+(parser, workers table, slot range), runs the decision of a
+:class:`.DecisionProgram` (compiled or by reference) and builds the result
+frames (msg_type, exponent, values, checksums; multicast with per-replica
+``result_dst`` rewrites).  It reads and updates a :class:`.SwitchState`.
 """
 
 from __future__ import annotations
 
-import operator
-import struct
+from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP, FrameLayout
+from .decider import DecisionProgram
+from .fields import FrameFields
+from .state import SwitchState
 
-from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
-from .state import ModelError
 
+class PacketPath:
+    """One frame at a time: :meth:`process`.
 
-class PacketInterpreter:
-    """``process``: parse, admit, decide and emit one frame (a mixin of :class:`SwitchModel`)."""
+    The steps of :meth:`process` are public for the batch path, which runs
+    them frame by frame where it cannot vectorise: :meth:`short` (a frame
+    shorter than the fixed headers), :meth:`forward_l2` (other traffic),
+    :meth:`admit` (an aggregation packet's checks and its worker's context)
+    and :meth:`emit` (the result frames of a decided packet).  ``fast``:
+    decide with the compiled :attr:`DecisionProgram.decide`, else with
+    :meth:`DecisionProgram.decide_reference`.
 
-    # ------------------------------------------------------------------ fields
-    def _init_fields(self) -> None:
-        L = self.layout
-        S = L.slot
-        def idx(name: str, whole: bool = True) -> int:
-            s = S(name)
-            if whole and (s.shift is not None):
-                raise ModelError(f"header field {name} is not a whole struct unit")
-            return s.index
-        self._i_eth_dst = idx("ethernet.dst_addr")
-        self._i_eth_src = idx("ethernet.src_addr")
-        self._i_etype = idx("ethernet.ether_type")
-        self._i_proto = idx("ipv4.protocol")
-        self._i_ip_src = idx("ipv4.src_addr")
-        self._i_ip_dst = idx("ipv4.dst_addr")
-        self._i_sport = idx("udp.src_port")
-        self._i_dport = idx("udp.dst_port")
-        self._i_udp_ck = idx("udp.checksum")
-        self._i_ip_ck = idx("ipv4.hdr_checksum")
-        self._i_tsi = idx("agg.tsi")
-        self._i_pool = idx("agg.pool_index")
-        self._i_exp = idx("agg.exponent")
-        s = S("ipv4.ihl")
-        self._ihl = (s.index, s.shift or 0, s.mask)
-        s = S("agg.msg_type")
-        self._msg = (s.index, s.shift or 0, s.mask)
-        s = S("agg.job")
-        self._job = (s.index, s.shift or 0, s.mask)
-        self._set_msg = L.setter("agg.msg_type")
-        # OmniReduce: the data header follows agg only when agg.flags bit 0 is set; agg.next carries
-        # the worker's next non-zero block offset; a header-only packet that returns values grows
-        self._omni = L.omni
-        if self._omni:
-            s = S("agg.flags")
-            self._flags = (s.index, s.shift or 0, s.mask)
-            self._set_flags = L.setter("agg.flags")
-            self._i_next = idx("agg.next")
-            self._i_total_len = idx("ipv4.total_len")
-            self._i_udp_len = idx("udp.length")
-            self._data_bytes = L.frame_len - L.values_offset
-        # workers key: plan key order -> internal order (ingress port first, then unpacked fields)
-        wt = self._tables["workers"]
-        internal = []
-        for k in wt.keys:
-            internal.append(-1 if k.field == "ingress_port" else S(k.field).index)
-        if internal.count(-1) != 1 or len(set(internal)) != len(internal):
-            raise ModelError("workers table must key on ingress_port once and on distinct header fields")
-        plan_order = list(range(len(internal)))
-        port_pos = internal.index(-1)
-        hdr_pos = [i for i in plan_order if i != port_pos]
-        self._wkey_order = [port_pos] + hdr_pos
-        self._wkey_fields = [internal[i] for i in hdr_pos]
-        self._wkey_sub = [S(wt.keys[i].field) for i in hdr_pos]
-        whole = all(x.shift is None and not x.raw for x in self._wkey_sub) and self._wkey_sub
-        if whole and len(self._wkey_sub) > 1:
-            self._wkey_get = operator.itemgetter(*(x.index for x in self._wkey_sub))
-        elif whole:
-            idx0 = self._wkey_sub[0].index
-            self._wkey_get = lambda u: (u[idx0],)
-        else:
-            self._wkey_get = None
-        self._ck = struct.Struct(f">{L.ipv4_len // 2}H")
-        self._ck_off = L.ipv4_checksum_offset
-        self._ip_off = L.ipv4_offset
-        self._ip_end = L.ipv4_offset + L.ipv4_len
-        slot_bits = self.params.slot_bits
-        self._slot_mask = (1 << slot_bits) - 1
-        self._slot_bits = slot_bits
-        self._msg_contrib = self.params.msg_contribution
-        self._msg_result = self.params.msg_result
-        self._flood_base = self.params.flood_group_base
-        self._out_drop = self.codes.outcome("drop")
-        self._out_unicast = self.codes.outcome("unicast")
-        self._out_multicast = self.codes.outcome("multicast")
+    What the per-packet code reads is bound to this object's own attributes
+    at construction (the state's registers, tables and counters are only
+    changed in place), so a frame costs no look-up through another object.
+    """
+
+    def __init__(self, layout: FrameLayout, fields: FrameFields, state: SwitchState, program: DecisionProgram,
+                 fast: bool = True):
+        f = fields
+        self._layout = layout
+        self._decide = program.decide if fast else program.decide_reference
+        # the state, bound once
+        self._pk, self._by = state.stat_packets, state.stat_bytes
+        self._stat = state.stat_index
+        # agg_rx (every accepted aggregation packet) is counted only by plans whose counter has it
+        self._agg_rx = state.stat_index.get("agg_rx")
+        self._workers, self._l2, self._rdst, self._groups = state.workers, state.l2, state.result_dst, state.groups
+        # the header fields
+        self._i_eth_dst, self._i_eth_src, self._i_etype, self._i_proto = f.eth_dst, f.eth_src, f.etype, f.proto
+        self._i_ip_src, self._i_ip_dst, self._i_sport, self._i_dport = f.ip_src, f.ip_dst, f.sport, f.dport
+        self._i_udp_ck, self._i_ip_ck, self._i_tsi, self._i_pool, self._i_exp = (f.udp_ck, f.ip_ck, f.tsi, f.pool,
+                                                                                f.exp)
+        self._ihl, self._msg, self._set_msg = f.ihl, f.msg, f.set_msg
+        self._omni = f.omni
+        self._flags, self._set_flags, self._i_next = f.flags, f.set_flags, f.next
+        self._i_total_len, self._i_udp_len, self._data_bytes = f.total_len, f.udp_len, f.data_bytes
+        self._wkey_sub, self._wkey_get = f.worker_key, f.worker_key_get
+        self._ck, self._ck_off, self._ip_off = f.ck_words, f.ck_off, f.ip_off
+        self._slot_mask, self._slot_bits = f.slot_mask, f.slot_bits
+        self._msg_contrib, self._msg_result, self._flood_base = f.msg_contrib, f.msg_result, f.flood_base
+        self._out_drop, self._out_unicast, self._out_multicast = f.out_drop, f.out_unicast, f.out_multicast
 
     def _worker_key(self, u, port: int) -> tuple:
         getter = self._wkey_get
@@ -110,24 +73,24 @@ class PacketInterpreter:
     # ------------------------------------------------------------------ packets
     def process(self, frame: bytes, ingress_port: int) -> list[tuple[int, bytes]]:
         """One frame in on ``ingress_port``; the frames out as (egress_port, bytes)."""
-        L = self.layout
+        L = self._layout
         n = len(frame)
         if n < L.fixed_len:
-            return self._process_short(frame, ingress_port)
+            return self.short(frame, ingress_port)
         u = L.struct.unpack_from(frame)
         ihl_i, ihl_s, ihl_m = self._ihl
         if (u[self._i_etype] != ETHERTYPE_IPV4 or (u[ihl_i] >> ihl_s) & ihl_m != 5
                 or u[self._i_proto] != IPPROTO_UDP or not L.udp_port_min <= u[self._i_dport] <= L.udp_port_max):
-            return self._forward_l2(frame, ingress_port, u[self._i_eth_dst])
+            return self.forward_l2(frame, ingress_port, u[self._i_eth_dst])
         return self._agg(frame, ingress_port, u)
 
     def _count(self, stat: int, nbytes: int) -> None:
         self._pk[stat] += 1
         self._by[stat] += nbytes
 
-    def _process_short(self, frame, port: int) -> list[tuple[int, bytes]]:
+    def short(self, frame, port: int) -> list[tuple[int, bytes]]:
         """Frames shorter than the fixed headers: L2 traffic, or a truncated (malformed) packet."""
-        L = self.layout
+        L = self._layout
         n = len(frame)
         mal = self._stat["drop_malformed"]
         eth = L.headers["ethernet"]
@@ -136,24 +99,26 @@ class PacketInterpreter:
             return []
         e = eth.decode(frame)
         if e["ether_type"] != ETHERTYPE_IPV4:
-            return self._forward_l2(frame, port, bytes(frame[:6]))
+            return self.forward_l2(frame, port, bytes(frame[:6]))
         iph = L.headers["ipv4"]
         if n < iph.offset + iph.nbytes:
             self._count(mal, n)
             return []
         ipf = iph.decode(frame)
         if ipf["ihl"] != 5 or ipf["protocol"] != IPPROTO_UDP:
-            return self._forward_l2(frame, port, bytes(frame[:6]))
+            return self.forward_l2(frame, port, bytes(frame[:6]))
         uh = L.headers["udp"]
         if n < uh.offset + uh.nbytes:
             self._count(mal, n)
             return []
         if not L.udp_port_min <= uh.decode(frame)["dst_port"] <= L.udp_port_max:
-            return self._forward_l2(frame, port, bytes(frame[:6]))
+            return self.forward_l2(frame, port, bytes(frame[:6]))
         self._count(mal, n)
         return []
 
-    def _forward_l2(self, frame, port: int, dst: bytes) -> list[tuple[int, bytes]]:
+    def forward_l2(self, frame, port: int, dst: bytes) -> list[tuple[int, bytes]]:
+        """Other traffic: unicast to the ``l2_forward`` entry of ``dst`` (destination MAC bytes), else flooded
+        to the ingress port's flood group."""
         n = len(frame)
         out = self._l2.get(dst, None)
         frame = bytes(frame)
@@ -161,17 +126,18 @@ class PacketInterpreter:
             self._count(self._stat["l2_unicast"], n)
             return [(out, frame)]
         self._count(self._stat["l2_flood"], n)
-        return [(p, frame) for p, _rid in self.groups.get(self._flood_base + port, ())]
+        return [(p, frame) for p, _rid in self._groups.get(self._flood_base + port, ())]
 
-    def _admit(self, frame, port: int, u: tuple):
-        """Parser / workers table / slot range checks.  None (counted, dropped) or the worker's context."""
+    def admit(self, frame, port: int, u: tuple):
+        """Parser / workers table / slot range checks of a frame (``u``: its unpacked headers).  None (counted,
+        dropped) or the worker's context: (slot_copy, slot, copy, word, mask, workers, mgid, data, bound)."""
         n = len(frame)
         mi, ms, mm = self._msg
         data = 1
         if self._omni:
             fi, fs, fm = self._flags
             data = (u[fi] >> fs) & 1
-        if n < (self.layout.frame_len if data else self.layout.fixed_len) or (u[mi] >> ms) & mm != self._msg_contrib:
+        if n < (self._layout.frame_len if data else self._layout.fixed_len) or (u[mi] >> ms) & mm != self._msg_contrib:
             self._count(self._stat["drop_malformed"], n)
             return None
         w = self._workers.get(self._worker_key(u, port))
@@ -191,29 +157,28 @@ class PacketInterpreter:
         return (slot << 1) | copy, slot, copy, word, mask, nw, mgid, data, 2 * slot_count
 
     def _agg(self, frame, port: int, u: tuple) -> list[tuple[int, bytes]]:
-        ctx = self._admit(frame, port, u)
+        ctx = self.admit(frame, port, u)
         if ctx is None:
             return []
         sc, slot, copy, word, mask, nw, mgid, data, bound = ctx
-        decide = self._decide_fast if self.fast else self._decide_reference
         nxt = u[self._i_next] if self._omni else 0
-        action, stat, exp_out, vals_out, nxt_out = decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
+        action, stat, exp_out, vals_out, nxt_out = self._decide(frame, sc, slot, copy, word, mask, nw, u[self._i_tsi],
                                                           u[self._i_exp], data, nxt, None, bound)
         self._count(stat, len(frame))
         if action == self._out_drop:
             return []
-        L = self.layout
+        L = self._layout
         payload = None if vals_out is None else vals_out.astype(L.value_dtype).tobytes()
-        return self._emit(frame, port, u, action, exp_out, payload, mgid, data, nxt_out)
+        return self.emit(frame, port, u, action, exp_out, payload, mgid, data, nxt_out)
 
-    def _emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int,
-              data: int = 1, nxt_out: int = 0):
+    def emit(self, frame, port: int, u: tuple, action: int, exp_out: int, payload: bytes | None, mgid: int,
+             data: int = 1, nxt_out: int = 0) -> list[tuple[int, bytes]]:
         """The result frames of one packet: msg_type, exponent, values set, UDP checksum 0, IPv4 checksum fixed.
 
         OmniReduce results also carry flags = 1 and the slot's next offset; a
         header-only packet that returns values grows by the data header.
         """
-        L = self.layout
+        L = self._layout
         pack = L.struct.pack
         vals = list(u)
         self._set_msg(vals, self._msg_result)
@@ -249,7 +214,7 @@ class PacketInterpreter:
         mv = None
         partial = 0
         i_ip_dst = self._i_ip_dst
-        for eport, rid in self.groups.get(mgid, ()):
+        for eport, rid in self._groups.get(mgid, ()):
             r = rdst.get(rid) if rid else None
             if r is None:
                 if plain is None:

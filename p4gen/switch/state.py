@@ -51,28 +51,66 @@ def _to_int(value: Any, what: str) -> int:
     raise ModelError(f"{what}={value!r} is not an integer, MAC or IPv4 address")
 
 
-class SwitchState:
-    """Registers, tables, groups, counters and config of one Plan (a mixin of :class:`SwitchModel`).
+def _replace(d: dict, new: dict) -> None:
+    """Make ``d`` hold what ``new`` holds, keeping the dict object (the packet paths hold it)."""
+    d.clear()
+    d.update(new)
 
-    Reads ``self.layout`` and ``self.params``; a change of the workers table
-    also refreshes the batch path's arrays (``_vec_workers_sync``).
+
+class SwitchState:
+    """Registers, tables, multicast groups, counters and config of one Plan: what a P4Runtime server reads
+    and writes.
+
+    The control API (``register_*``, ``insert`` / ``modify`` / ``delete`` /
+    ``read``, ``set_group``, ``counter_*``, ``load_config``) checks every
+    request against the plan.  The packet paths read and update the state
+    through these attributes, which are created once and then only changed
+    in place (so a path may bind them at its construction):
+
+    * registers: ``scalar[role]`` (an int list per scalar role the plan has:
+      chunk, counter, exponent, minnext), ``scalar_bits[role]`` (its lane
+      width), ``bitmap[word]`` (the word's two lanes, copy 0 and copy 1, as int
+      lists), ``bitmap_bits[word]``, ``values`` (one numpy array, row
+      ``(slot_copy << pass_bits) | pass``, column = element of a pass),
+      ``pass_bits`` and ``passes``;
+    * counters: ``stat_names``, ``stat_index`` (name -> index),
+      ``stat_packets`` and ``stat_bytes`` (per index);
+    * the writable tables as per-packet look-up dicts: ``workers`` (the key in
+      the internal order of :attr:`worker_key_fields` -> the ``set_worker``
+      parameters, or None for another action), ``l2`` (destination MAC bytes
+      -> egress port or None), ``result_dst`` (rid -> (MAC bytes, IPv4, UDP
+      port) or None); ``groups`` (mgid -> [(egress port, rid)]);
+    * ``version[table]``: how often each table has changed, so a cache built
+      from a table knows when to rebuild; :meth:`subscribe` has a callback
+      called after every change of a table instead (for a derived form the
+      packet path must find up to date, rebuilt by the control plane's
+      write rather than by the next packet).
     """
 
+    def __init__(self, plan, layout):
+        self._params = plan.params
+        self._init_registers(plan.registers, layout)
+        self._init_tables(plan)
+        self.groups: dict[int, list[tuple[int, int]]] = {}
+        self.stat_names: list[str] = list(plan.stats)
+        self.stat_index = {n: i for i, n in enumerate(self.stat_names)}
+        self.stat_packets = [0] * len(self.stat_names)
+        self.stat_bytes = [0] * len(self.stat_names)
+
     # ------------------------------------------------------------------ registers
-    def _init_registers(self, regs) -> None:
-        L, p = self.layout, self.params
+    def _init_registers(self, regs, layout) -> None:
+        L, p = layout, self._params
         self._regs = {r.name: r for r in regs}
-        self._chunk = self._counter = self._exponent = self._minnext = None
-        self._chunk_name = self._counter_name = self._exponent_name = self._minnext_name = None
+        self.scalar: dict[str, list[int]] = {}
+        self.scalar_bits: dict[str, int] = {}
         bm = sorted((r for r in regs if r.role == "bitmap"), key=lambda r: r.word)
-        self._bm = [[[0] * r.entries for _ in range(r.lanes)] for r in bm]
+        self.bitmap: list[list[list[int]]] = [[[0] * r.entries for _ in range(r.lanes)] for r in bm]
+        self.bitmap_bits: list[int] = [r.lane_bits for r in bm]
         self._bm_names = [r.name for r in bm]
-        self._bm_full = [(1 << r.lane_bits) - 1 for r in bm]
         for r in regs:
             if r.role in ("chunk", "counter", "exponent", "minnext"):
-                setattr(self, f"_{r.role}", [0] * r.entries)
-                setattr(self, f"_{r.role}_name", r.name)
-                setattr(self, f"_{r.role}_full", (1 << r.lane_bits) - 1)
+                self.scalar[r.role] = [0] * r.entries
+                self.scalar_bits[r.role] = r.lane_bits
         vregs = [r for r in regs if r.role == "values"]
         self._vcols: dict[str, list[int]] = {}
         entries = {r.entries for r in vregs}
@@ -90,9 +128,9 @@ class SwitchState:
             # folded passes: each pipe holds its own copy of the value arrays (slot, copy); the model keeps
             # them as one array with pass k of (slot, copy) at row (slot_copy << pass_bits) | k
             rows <<= p.pass_bits
-        self._vals = np.zeros((rows, L.elements_per_pass), dtype=L.native_dtype)
-        self._pass_bits = p.pass_bits
-        self._passes = L.passes
+        self.values = np.zeros((rows, L.elements_per_pass), dtype=L.native_dtype)
+        self.pass_bits = p.pass_bits
+        self.passes = L.passes
 
     def register_names(self) -> list[str]:
         return list(self._regs)
@@ -102,12 +140,12 @@ class SwitchState:
         r = self._reg(name)
         role = r.role
         if role == "values":
-            a = self._vals[:, self._vcols[name]].copy()
+            a = self.values[:, self._vcols[name]].copy()
         elif role == "bitmap":
-            lanes = self._bm[self._bm_names.index(name)]
+            lanes = self.bitmap[self._bm_names.index(name)]
             a = np.array(lanes, dtype=np.uint64).T
         else:
-            a = np.array(getattr(self, f"_{role}"), dtype=np.uint64)
+            a = np.array(self.scalar[role], dtype=np.uint64)
         return a
 
     def register_write(self, name: str, index: int, value) -> None:
@@ -119,12 +157,12 @@ class SwitchState:
             raise ModelError(f"register {name} holds {r.lanes} lane(s) of {r.lane_bits} bits; got {value!r}")
         role = r.role
         if role == "values":
-            self._vals[index, self._vcols[name]] = vals
+            self.values[index, self._vcols[name]] = vals
         elif role == "bitmap":
-            for lane, v in zip(self._bm[self._bm_names.index(name)], vals):
+            for lane, v in zip(self.bitmap[self._bm_names.index(name)], vals):
                 lane[index] = int(v)
         else:
-            getattr(self, f"_{role}")[index] = int(vals[0])
+            self.scalar[role][index] = int(vals[0])
 
     def register_reset(self, name: str | None = None) -> None:
         """Zero one register (or all of them)."""
@@ -133,12 +171,12 @@ class SwitchState:
             r = self._reg(n)
             role = r.role
             if role == "values":
-                self._vals[:, self._vcols[n]] = 0
+                self.values[:, self._vcols[n]] = 0
             elif role == "bitmap":
-                for lane in self._bm[self._bm_names.index(n)]:
+                for lane in self.bitmap[self._bm_names.index(n)]:
                     lane[:] = [0] * len(lane)
             else:
-                lst = getattr(self, f"_{role}")
+                lst = self.scalar[role]
                 lst[:] = [0] * len(lst)
 
     def _reg(self, name: str):
@@ -158,10 +196,24 @@ class SwitchState:
         for need in ("workers", "l2_forward", "result_dst"):
             if need not in self._tables:
                 raise ModelError(f"plan lacks the table {need!r}")
-        self._workers: dict[tuple, tuple | None] = {}
+        # the workers key in its internal order: the ingress port first, then the header fields
+        keys = self._tables["workers"].keys
+        port = [i for i, k in enumerate(keys) if k.field == "ingress_port"]
+        if len(port) != 1:
+            raise ModelError("workers table must key on ingress_port once and on distinct header fields")
+        self._wkey_order = port + [i for i in range(len(keys)) if i != port[0]]
+        self.worker_key_fields: list[str] = [keys[i].field for i in self._wkey_order[1:]]
+        self.workers: dict[tuple, tuple | None] = {}
         self._worker_ports: dict[tuple[int, int], int] | None = None
-        self._l2: dict[bytes, int | None] = {}
-        self._rdst: dict[int, tuple | None] = {}
+        self.l2: dict[bytes, int | None] = {}
+        self.result_dst: dict[int, tuple | None] = {}
+        self.version = {name: 0 for name in self._tables}
+        self._listeners: dict[str, list] = {name: [] for name in self._tables}
+
+    def subscribe(self, table: str, callback) -> None:
+        """Call ``callback()`` after every change of ``table``'s entries (once its look-up dict is up to date)."""
+        self._table(table)
+        self._listeners[table].append(callback)
 
     def _table(self, name: str) -> _Table:
         try:
@@ -260,32 +312,36 @@ class SwitchState:
     def _check_entry(self, table: str, action: str, val: tuple) -> None:
         if table == "workers" and action == "set_worker":
             q = dict(zip((x.name for x in self._tables["workers"].actions["set_worker"]), val))
-            slots = self.params.slots
+            slots = self._params.slots
             if q["slot_base"] + q["slot_count"] > slots:
                 raise ModelError(f"set_worker slot_base={q['slot_base']} + slot_count={q['slot_count']} "
                                  f"exceeds the plan's {slots} slots")
-            if q["word"] >= len(self._bm):
-                raise ModelError(f"set_worker word={q['word']} outside the plan's {len(self._bm)} bitmap word(s)")
+            if q["word"] >= len(self.bitmap):
+                raise ModelError(f"set_worker word={q['word']} outside the plan's {len(self.bitmap)} bitmap word(s)")
             if q["num_workers"] < 1:
                 raise ModelError("set_worker num_workers must be at least 1")
 
     def _sync(self, table: str) -> None:
-        """Rebuild the per-packet lookup dict of one table from its entries."""
+        """Rebuild the per-packet lookup dict of one table from its entries (in place), count the change and
+        tell the table's subscribers."""
         t = self._tables[table]
+        self.version[table] += 1
         if table == "workers":
             order = self._wkey_order
             fast = {}
             for key, (action, val) in t.entries.items():
                 fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
-            self._workers = fast
+            _replace(self.workers, fast)
             self._worker_ports = None
-            self._vec_workers_sync()
         elif table == "l2_forward":
-            self._l2 = {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
-                        for key, (action, val) in t.entries.items()}
+            _replace(self.l2, {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
+                               for key, (action, val) in t.entries.items()})
         elif table == "result_dst":
-            self._rdst = {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2]) if action == "set_result_dst" else None)
-                          for key, (action, val) in t.entries.items()}
+            _replace(self.result_dst, {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2])
+                                                 if action == "set_result_dst" else None)
+                                       for key, (action, val) in t.entries.items()})
+        for callback in self._listeners[table]:
+            callback()
 
     # -- multicast groups
     def set_group(self, mgid: int, replicas: Iterable[tuple[int, int]]) -> None:
@@ -308,18 +364,19 @@ class SwitchState:
 
     # -- counters
     def counter_reset(self) -> None:
-        self._pk = [0] * len(self.stat_names)
-        self._by = [0] * len(self.stat_names)
+        self.stat_packets[:] = [0] * len(self.stat_names)
+        self.stat_bytes[:] = [0] * len(self.stat_names)
 
     def counter_read(self, name: str = "stats") -> dict[str, tuple[int, int]]:
         if name != "stats":
             raise ModelError(f"unknown counter {name!r}; the plan has 'stats'")
-        return {n: (self._pk[i], self._by[i]) for i, n in enumerate(self.stat_names)}
+        pk, by = self.stat_packets, self.stat_bytes
+        return {n: (pk[i], by[i]) for i, n in enumerate(self.stat_names)}
 
     @property
     def stats(self) -> dict[str, int]:
         """Packets per stats index."""
-        return dict(zip(self.stat_names, self._pk))
+        return dict(zip(self.stat_names, self.stat_packets))
 
     # -- configuration files
     def load_config(self, cfg: Mapping[str, Any] | str | Path) -> None:
