@@ -5,9 +5,9 @@ module runs those same functions over two more interpretations and builds
 the model's executable forms from what they return; it says nothing of its
 own about what an operation does.
 
-* :class:`SourceAlgebra`: values are Python expressions.  Running, say,
+* :data:`p4gen.opgraph.SYM`: values are expression graphs.  Running, say,
   ``ops.counter_op("inc_mod", count, n, bits, A)`` over it returns the
-  operation's body as an expression graph, which :func:`_lines` turns into
+  operation's body as a graph, which :func:`_lines` prints as Python
   statements (a sub-expression used twice becomes one local).  From it come
   the scalar kernels (``Kernels.fast``, the per-packet path) and the
   statements the batch path's generated decision loop inlines
@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import ops
+from .. import opgraph, ops
 
 # -- Python source ------------------------------------------------------------------------------
 
@@ -50,73 +50,9 @@ def _mask(bits) -> str:
     return bits.name if isinstance(bits, Width) else hex((1 << bits) - 1)
 
 
-class Expr:
-    """One node of an expression graph: a leaf (a name), a constant or an operation on nodes."""
+Expr = opgraph.Expr
+SRC = opgraph.SYM
 
-    __slots__ = ("kind", "args")
-
-    def __init__(self, kind: str, *args):
-        self.kind, self.args = kind, args
-
-    def value(self):
-        return self.args[0] if self.kind == "const" else None
-
-
-def _const(v) -> Expr:
-    return Expr("const", v)
-
-
-class SourceAlgebra:
-    """``p4gen.ops.Algebra`` over :class:`Expr` graphs (folding constant conditions)."""
-
-    def ite(self, cond, a, b):
-        if cond.kind == "const":
-            return a if cond.value() else b
-        if a is b:
-            return a
-        return Expr("ite", cond, a, b)
-
-    def eq(self, a, b):
-        if a.kind == b.kind == "const":
-            return _const(a.value() == b.value())
-        return Expr("eq", a, b)
-
-    def ugt(self, a, b):
-        if a.kind == b.kind == "const":
-            return _const(a.value() > b.value())
-        return Expr("gt", a, b)
-
-    def add(self, a, b, bits):
-        return Expr("add", a, b, bits)
-
-    def sub(self, a, b, bits):
-        return Expr("sub", a, b, bits)
-
-    def ssub(self, a, b, bits):
-        return Expr("ssub", a, b, bits)
-
-    def band(self, a, b):
-        return Expr("and", a, b)
-
-    def bor(self, a, b):
-        return Expr("or", a, b)
-
-    def bnot(self, a, bits):
-        return Expr("not", a, bits)
-
-    def const(self, value, bits):
-        return _const(int(value))
-
-    def ne0(self, a):
-        if a.kind == "const":
-            return _const(a.value() != 0)
-        return Expr("ne0", a)
-
-    def false(self):
-        return _const(False)
-
-
-SRC = SourceAlgebra()
 
 _FORMS = {"eq": "({} == {})", "gt": "({} > {})", "and": "({} & {})", "or": "({} | {})", "ne0": "({} != 0)"}
 
@@ -132,50 +68,27 @@ def _text(e: Expr, names: dict[int, str]) -> str:
     if k == "ite":
         return f"({_text(a[1], names)} if {_text(a[0], names)} else {_text(a[2], names)})"
     if k == "add":
-        return f"(({_text(a[0], names)} + {_text(a[1], names)}) & {_mask(a[2])})"
+        return f"(({_text(a[0], names)} + {_text(a[1], names)}) & {_mask(e.bits)})"
     if k == "sub":
-        return f"(({_text(a[0], names)} - {_text(a[1], names)}) & {_mask(a[2])})"
+        return f"(({_text(a[0], names)} - {_text(a[1], names)}) & {_mask(e.bits)})"
     if k == "ssub":
         x, y = _text(a[0], names), _text(a[1], names)
         return f"(({x} - {y}) if {x} > {y} else 0)"
     if k == "not":
-        return f"(~{_text(a[0], names)} & {_mask(a[1])})"
+        return f"(~{_text(a[0], names)} & {_mask(e.bits)})"
     return _FORMS[k].format(*(_text(x, names) for x in a))
-
-
-def _walk(roots, seen: dict[int, int], order: list[Expr]) -> None:
-    """Count references to every operation node under ``roots``; ``order`` gets them children first."""
-    stack = [(e, False) for e in reversed(roots)]
-    while stack:
-        e, done = stack.pop()
-        if e.kind in ("leaf", "const"):
-            continue
-        if done:
-            order.append(e)
-            continue
-        seen[id(e)] = seen.get(id(e), 0) + 1
-        if seen[id(e)] == 1:
-            stack.append((e, True))
-            stack.extend((x, False) for x in reversed(e.args) if isinstance(x, Expr))
 
 
 def leaves(roots) -> set[str]:
     """Names of the leaves the expressions ``roots`` read."""
-    out, stack = set(), list(roots)
-    while stack:
-        e = stack.pop()
-        if e.kind == "leaf":
-            out.add(e.args[0])
-        elif e.kind != "const":
-            stack.extend(x for x in e.args if isinstance(x, Expr))
-    return out
+    return opgraph.leaves(roots)
 
 
 def _lines(outputs: list[tuple[str, Expr]], temp: str) -> list[str]:
     """Statements assigning each (target, expression): shared sub-expressions first, as locals."""
-    counts: dict[int, int] = {}
-    order: list[Expr] = []
-    _walk([e for _t, e in outputs], counts, order)
+    roots = [e for _t, e in outputs]
+    counts = opgraph.references(roots)
+    order = opgraph.walk(roots)
     names: dict[int, str] = {}
     lines = []
     for e in order:
@@ -191,38 +104,31 @@ def _lines(outputs: list[tuple[str, Expr]], temp: str) -> list[str]:
 
 @dataclass(frozen=True)
 class ScalarRole:
-    """How the model calls one scalar role's operations: the kernel's parameters, the ``p4gen.ops``
-    call over them (``call(op, values, algebra, width)``; ``width`` stands for the register's width
-    where the op needs one, and the kernel's ``full`` parameter is its all-ones mask), and which
-    parameter holds the register each result replaces (None: an output)."""
+    """How the model calls one scalar role's operations: the role's call (:data:`p4gen.opgraph.ROLE_CALLS`)
+    with, for a role whose ops take the register's width, the kernel's ``full`` parameter (that width's
+    all-ones mask)."""
 
-    params: tuple[str, ...]
-    call: Callable[[str, dict[str, Any], Any, Any], tuple]
-    stores: tuple[str | None, ...]
+    call: opgraph.RoleCall
+    width: bool
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        return self.call.params + (("full",) if self.width else ())
+
+    @property
+    def stores(self) -> tuple[str | None, ...]:
+        return self.call.stores
 
 
-SCALAR_ROLES: dict[str, ScalarRole] = {
-    "chunk": ScalarRole(("stored", "tsi", "bound"),
-                        lambda op, v, A, w: ops.chunk_op(op, v["stored"], v["tsi"], A, v["bound"]),
-                        ("stored", None)),
-    "bitmap": ScalarRole(("this", "other", "mask", "full"),
-                         lambda op, v, A, w: ops.bitmap_op(op, v["this"], v["other"], v["mask"], w, A),
-                         ("this", "other", None)),
-    "counter": ScalarRole(("count", "n", "full"),
-                          lambda op, v, A, w: ops.counter_op(op, v["count"], v["n"], w, A),
-                          ("count", None)),
-    "exponent": ScalarRole(("stored", "exp"), lambda op, v, A, w: ops.exponent_op(op, v["stored"], v["exp"], A),
-                           ("stored", None)),
-    "minnext": ScalarRole(("stored", "nxt"), lambda op, v, A, w: ops.minnext_op(op, v["stored"], v["nxt"], A),
-                          ("stored", None)),
-}
+SCALAR_ROLES: dict[str, ScalarRole] = {role: ScalarRole(opgraph.ROLE_CALLS[role], role in ("bitmap", "counter"))
+                                       for role in ("chunk", "bitmap", "counter", "exponent", "minnext")}
 
 
 def _symbolic(role: str, op: str, names: dict[str, str]) -> tuple[Expr, ...]:
     """The results of ``op`` over leaves named ``names[param]`` (the width's mask: ``names["full"]``)."""
     spec = SCALAR_ROLES[role]
-    leaves = {p: Expr("leaf", names.get(p, p)) for p in spec.params}
-    return tuple(spec.call(op, leaves, SRC, Width(names.get("full", "full"))))
+    vals = {p: opgraph.leaf(names.get(p, p)) for p in spec.call.params}
+    return tuple(spec.call.call(op, vals, SRC, Width(names.get("full", "full"))))
 
 
 def _compile(src: str, name: str, env: dict[str, Any] | None = None):
@@ -371,7 +277,7 @@ class ValueForm:
 
 
 def value_form(op: str) -> ValueForm:
-    s, p = Expr("leaf", "stored"), Expr("leaf", "packet")
+    s, p = opgraph.leaf("stored"), opgraph.leaf("packet")
     new_e, car_e = ops.values_op(op, s, p, Width("full"), SRC)
     touches = not (new_e is s and car_e is p)
     try:
