@@ -12,7 +12,7 @@ compiler target), so that a false "does not fit" shows as a program the compiler
 It prints one line per configuration and then the counts the model is held to:
 
 * agreement: p4gen accepts exactly what the compiler compiles (false fits, false refusals);
-* predicted stages equal to allocated stages; SRAM blocks and PHV bits within 10%.
+* predicted stages equal to allocated stages; the registers' SRAM blocks and the PHV bits within 10%.
 
 Each compile is a process of its own (``p4gen build --compile`` as a user runs it, with a build
 cache of this run's own); ``--jobs`` runs several at once.  Every figure is from this run.
@@ -137,7 +137,7 @@ def summarise(rows: list[dict]) -> list[str]:
     false_refusal = [r for r in ran if r["p4gen"] == "does not fit" and r["compiler"] == "compiled"]
     both = [r for r in ran if r["p4gen"] == "fits" and r["compiler"] == "compiled"]
     stage_eq = [r for r in both if r["predicted"]["stages_used"] == r["allocated"]["stages_used"]]
-    sram_ok = [r for r in both if _within(r["predicted"]["sram_blocks_used"], r["allocated"]["sram_blocks"])]
+    sram_ok = [r for r in both if _within(r["predicted"]["sram_blocks_used"], r["allocated"]["register_sram_blocks"])]
     phv_ok = [r for r in both if _within(r["predicted"]["phv_bits_used"], r["allocated"]["phv_bits"])]
     lines.append(f"configurations {len(rows)}, compiled or refused by the compiler {len(ran)}, not run {len(rows) - len(ran)}")
     lines.append(f"agreement      {len(ran) - len(false_fit) - len(false_refusal)}/{len(ran)}: "
@@ -155,8 +155,8 @@ def _line(r: dict) -> str:
         p4g = f"fits: stages {p['stages_used']} SALUs {p['alus_used']} SRAM {p['sram_blocks_used']} PHV {p['phv_bits_used']}"
     if r["compiler"] == "compiled":
         a = r["allocated"]
-        comp = (f"compiled: stages {a['stages_used']} SALUs {a['stateful_alus']} SRAM {a['sram_blocks']} "
-                f"TCAM {a['tcam_blocks']} PHV {a['phv_bits']} hash {a['hash_bits']}")
+        comp = (f"compiled: stages {a['stages_used']} SALUs {a['stateful_alus']} SRAM {a['register_sram_blocks']} "
+                f"(all {a['sram_blocks']}) TCAM {a['tcam_blocks']} PHV {a['phv_bits']} hash {a['hash_bits']}")
     else:
         comp = f"{r['compiler']}: {r.get('compiler_error', '')}"
     return f"{r['name']:<46} {r['compile_s']:>7.1f}s  p4gen {p4g}  |  {comp}"

@@ -306,7 +306,7 @@ def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str, version
 
     if tc.RESOURCES not in files:
         return {}
-    alloc = tc.parse(files[tc.RESOURCES], files[tc.METRICS], compiler=tc.version_label(compiler, version_text))
+    alloc = tc.parse(files[tc.RESOURCES], files[tc.PHV], compiler=tc.version_label(compiler, version_text))
     report = report_dict(plan)
     text = render_report_text(plan) + "\n".join(tc.comparison_lines(report, alloc)) + "\n"
     doc = {**report, "allocated": alloc.to_dict()}

@@ -40,7 +40,7 @@ from .filewrite import Commit, Directory
 MARKER = ".p4gen-build.json"
 PROGRAM = "program.p4"
 OUTPUTS = (PROGRAM, "p4info.txt", "plan.json", "report.txt", "report.json")
-COMPILE_OUTPUTS = ("compile.log", "program.json", "p4info.p4c.txtpb", "compiler-resources.json", "compiler-metrics.json")
+COMPILE_OUTPUTS = ("compile.log", "program.json", "p4info.p4c.txtpb", "compiler-resources.json", "compiler-phv.json")
 OWN_NAMES = frozenset(OUTPUTS + COMPILE_OUTPUTS)
 LOCK_WAIT = 60.0          # s to wait for another build writing into the same directory
 WHAT = "output directory"

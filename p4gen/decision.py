@@ -311,6 +311,9 @@ def _entry_text(obs: dict[str, str]) -> str:
     return " ".join(f"{k}={v}" for k, v in obs.items())
 
 
+DERIVED = ("dt_", "run_")      # the prefixes of the tables derived from the decision
+
+
 def touches(role: str, op: str) -> bool:
     """Whether ``op`` of ``role`` reads or writes the role's registers (else the P4 program runs it as a
     plain action: a nop)."""
@@ -337,7 +340,26 @@ def copy_keyed(st: "Step") -> bool:
     return st.role in ops.COPY_LANES and any(touches(st.role, r.op) for r in st.rules)
 
 
-def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]]) -> tuple[list[dict], list[dict]]:
+def arrays_per_table(data: Mapping[str, Any]) -> dict[str, list[str]] | None:
+    """For a plan (its JSON form) on a target whose actions run one register each (Tofino: a stateful ALU
+    is addressed once per action): role -> the names of its register arrays, for the roles with a table
+    per array (the bitmap's words, the value arrays).  None on a target whose actions run any number."""
+    if data["target"]["arch"] not in ("tna", "t2na"):
+        return None
+    out: dict[str, list[str]] = {}
+    for r in data["registers"]:
+        if r["role"] in ("bitmap", "values"):
+            out.setdefault(r["role"], []).append(r["name"])
+    return out
+
+
+def array_action(array: str, op: str, copy: int | None) -> str:
+    """The action of a per-array table that runs ``op`` on ``array`` (for one copy where it depends on it)."""
+    return f"{array}_{op}" if copy is None else f"{array}_{op}_copy{copy}"
+
+
+def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]],
+              arrays: Mapping[str, list[str]] | None = None) -> tuple[list[dict], list[dict]]:
     """The P4 tables of ``table`` and their actions, without P4Runtime IDs: ``(tables, actions)``, in
     plan.json's form.
 
@@ -347,6 +369,10 @@ def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]]) -
     ``set_outcome(outcome, stat)``).  A step whose role keeps both copies of a slot in one entry also
     matches the packet's copy (:func:`copy_keyed`).  ``op_codes`` maps role -> op name -> code (the
     plan's op codes; every op a step names must have one).
+
+    ``arrays`` (:func:`arrays_per_table`) is given on a target whose actions run one register each:
+    then the bitmap's words after the first get tables of their own (``dt_<step>_word<i>``, the step's
+    entries), and every value array a table ``run_<array>`` that runs the op ``values_op`` names.
     """
     tables: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
@@ -377,12 +403,40 @@ def p4_tables(table: DecisionTable, op_codes: Mapping[str, Mapping[str, int]]) -
                 entries.append({"match": match, "action": name, "args": {}, "comment": f"{where.strip()} -> {rule.op}"})
         if "nop" in codes and any(r.op == "nop" for r in st.rules):
             default = action(step_action(st.name, st.role, "nop", None))
+        elif not st.keys and not by_copy:
+            default = names[-1]        # a table without keys runs its one action on every packet
         else:
-            default = names[-1]
+            # every combination of the keys has an entry, so it is never taken; a table's default action
+            # cannot run a register (Tofino addresses registers through the hit path's hash unit)
+            default = action(f"{st.name}_miss")
         tables.append({"name": f"dt_{st.name}", "scope": "ingress", "size": max(1, len(entries)),
                        "keys": keys((["copy"] if by_copy else []) + list(st.keys)),
                        "actions": list(dict.fromkeys(names + [default])), "default_action": default,
                        "default_args": {}, "const": True, "entries": entries})
+        if arrays is not None and st.role == "bitmap":
+            for word, array in enumerate(arrays.get("bitmap", [])[1:], start=1):
+                w_entries = []
+                for e in entries:
+                    op = e["comment"].rsplit(" -> ", 1)[1]
+                    copy = e["match"].get("copy")
+                    name = action(array_action(array, op, copy if touches(st.role, op) else None)
+                                  if touches(st.role, op) else f"dt_{st.name}_word{word}_miss")
+                    w_entries.append({**e, "action": name})
+                w_default = action(f"dt_{st.name}_word{word}_miss")
+                tables.append({"name": f"dt_{st.name}_word{word}", "scope": "ingress", "size": len(w_entries),
+                               "keys": keys((["copy"] if by_copy else []) + list(st.keys)),
+                               "actions": list(dict.fromkeys([x["action"] for x in w_entries] + [w_default])),
+                               "default_action": w_default, "default_args": {}, "const": True, "entries": w_entries})
+        if arrays is not None and st.role == "values":
+            run_ops = sorted({r.op for r in st.rules if touches("values", r.op)}, key=codes.get)
+            for array in arrays.get("values", []):
+                r_entries = [{"match": {"values_op": codes[op]}, "action": action(array_action(array, op, None)),
+                              "args": {}, "comment": f"values_op={codes[op]} -> {op}"} for op in run_ops]
+                r_default = action(f"run_{array}_miss")
+                tables.append({"name": f"run_{array}", "scope": "ingress", "size": max(1, len(r_entries)),
+                               "keys": keys(["values_op"]), "actions": [e["action"] for e in r_entries] + [r_default],
+                               "default_action": r_default, "default_args": {}, "const": True,
+                               "entries": r_entries})
     out = table.outcome
     actions.append({"name": "set_outcome", "scope": "ingress",
                     "params": [{"name": "outcome", "bits": 8}, {"name": "stat", "bits": 8}]})
@@ -409,8 +463,8 @@ def p4_tables_mismatch(data: dict[str, Any]) -> str | None:
     decision table itself is not valid.
     """
     table = DecisionTable.from_dict(data["decision"], data.get("protocol"))
-    want_tables, want_actions = p4_tables(table, data["params"]["op_codes"])
-    have = {t["name"]: t for t in data["tables"] if str(t.get("name", "")).startswith("dt_")}
+    want_tables, want_actions = p4_tables(table, data["params"]["op_codes"], arrays_per_table(data))
+    have = {t["name"]: t for t in data["tables"] if str(t.get("name", "")).startswith(DERIVED)}
     want = {t["name"]: t for t in want_tables}
     if set(have) != set(want):
         return (f"'tables' holds {', '.join(sorted(have)) or 'no dt_* table'} but 'decision' has the steps of "

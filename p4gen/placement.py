@@ -5,24 +5,28 @@ is given (a layout from ``p4gen plan``); :func:`place` is the optimiser it uses 
 stages, and the layout search uses for every layout it weighs.  Without MAU stages (BMv2) a step sits at
 its dependency level.
 
-Rules (:func:`check` states them for a given placement): stage 0 holds the worker look-up;
-a stage hosts at most ``alus_per_stage`` arrays (one stateful ALU and one RegisterAction
-per array and pass) and ``sram_blocks_per_stage`` SRAM blocks; the arrays of one decision
-step other than the values (the bitmap words) share a stage; a step sits in a later stage
-than every step whose result it keys on.  The objective is the fewest stages.
+Rules (:func:`check` states them for a given placement): stage 0 holds the worker look-up; a stage
+hosts at most ``alus_per_stage`` arrays (one stateful ALU and one RegisterAction per array and pass)
+and ``register_sram_limit`` SRAM blocks (the blocks its stateful ALUs reach); the arrays of one decision step other than the values (the
+bitmap words) share a stage.  When each step may run is its :class:`Timing`: a step's arrays sit no
+earlier than its ``earliest`` stage and no earlier than the stage where every result it keys on is
+available (a step's result is available ``latency`` stages after its arrays' stage: one when the
+stateful ALU returns it, two when a gateway computes it from the returned word in the next stage);
+the value arrays sit at least ``values_gap`` stages after the last result the values step keys on
+(its table sets the op they run).  The objective is the fewest stages.
 
-:func:`place` is exact: a shortest-path search over the stages, one stage at a time, whose
-state is the set of steps already placed and the number of value arrays placed.  Value
-arrays are identical and nothing depends on them, so of two states with the same steps
-placed the one with more value arrays dominates, and each stage takes as many value
-arrays as fit.  Of placements with as many stages, the one that puts each step in the earliest stage
-its dependencies allow is taken (every step that is ready and fits goes in).  :func:`certify` states
-the same problem for Z3 Optimize, with no such reasoning, and confirms the minimum.
+:func:`place` is exact: a shortest-path search over the stages, one stage at a time, whose state is the
+steps already placed, when each one's result is available and the number of value arrays placed.
+Value arrays are identical and nothing depends on them, so of two states with the same steps placed
+at the same times the one with more value arrays dominates, and each stage takes as many value arrays
+as fit.  Of placements with as many stages, the one that puts each step in the earliest stage its
+dependencies allow is taken (every step that is ready and fits goes in).  :func:`certify` states the
+same problem for Z3 Optimize, with no such reasoning, and confirms the minimum.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations
 from typing import Any
@@ -41,6 +45,65 @@ class Placement:
         return tuple(sorted(self.stage_of.items())) if self.stage_of is not None else None
 
 
+@dataclass(frozen=True)
+class Timing:
+    """When each decision step's arrays may sit, and when a later step can key on its result."""
+    deps: dict[str, frozenset[str]]                             # role -> roles whose results it keys on
+    earliest: dict[str, int] = field(default_factory=dict)      # role -> first stage (default 1)
+    latency: dict[str, int] = field(default_factory=dict)       # role -> stages until its result is keyed on (1)
+    values_gap: int = 0                                         # stages from the values step's keys to its arrays
+    tail: int = 0                                               # stages after the last array's (moving values)
+
+    def first(self, role: str) -> int:
+        return self.earliest.get(role, 1)
+
+    def lat(self, role: str) -> int:
+        return self.latency.get(role, 1)
+
+    def key(self) -> tuple:
+        return (tuple(sorted((k, tuple(sorted(v))) for k, v in self.deps.items())),
+                tuple(sorted(self.earliest.items())), tuple(sorted(self.latency.items())), self.values_gap, self.tail)
+
+    @classmethod
+    def from_key(cls, k: tuple) -> "Timing":
+        deps, earliest, latency, gap, tail = k
+        return cls({r: frozenset(d) for r, d in deps}, dict(earliest), dict(latency), gap, tail)
+
+    def with_tail(self, tail: int) -> "Timing":
+        return Timing(self.deps, self.earliest, self.latency, self.values_gap, tail)
+
+    def ready(self, role: str, stage: int, avail: dict[str, int]) -> bool:
+        """Whether ``role``'s arrays may sit in ``stage`` given when each placed step's result is available."""
+        if stage < self.first(role):
+            return False
+        gap = self.values_gap if role == "values" else 0
+        return all(d in avail and avail[d] + gap <= stage for d in self.deps.get(role, ()))
+
+
+def timing(profile: TargetProfile, table: DecisionTable, max_workers: int, value_width: int) -> Timing:
+    """The :class:`Timing` of ``table``'s steps on ``profile``: from their stateful-ALU lowering on a
+    target with stateful ALUs (:mod:`p4gen.salu_steps`), else every result one stage after its step."""
+    from . import salu_steps
+    from .salu import SaluCaps
+
+    deps = {r: frozenset(d) for r, d in step_dependencies(table).items()}
+    caps = SaluCaps.of(profile)
+    if caps is None or not profile.has_stage_limits:
+        return Timing(deps)
+    facts = salu_steps.step_facts(table, caps, value_width, profile.lanes_per_register, max_workers)
+    earliest, latency = {}, {}
+    for role, (split, before) in facts.items():
+        latency[role] = 2 if split else 1
+        earliest[role] = 2 if before else 1
+    return Timing(deps, earliest, latency, values_gap=1)
+
+
+def tail_stages(profile: TargetProfile, passes: int, mode: str) -> int:
+    """Stages a layout needs after its last value array: a resident layout of several passes rotates
+    the values into place for the next pass, which waits for the arrays' results (a stage of its own)."""
+    return 1 if profile.has_stage_limits and profile.is_tna and passes > 1 and mode == "resident" else 0
+
+
 def blocks(profile: TargetProfile, reg: dict[str, Any]) -> int:
     return profile.sram_blocks_for(reg["entries"], reg["entry_bits"]) if profile.sram_block_words else 0
 
@@ -56,16 +119,15 @@ def _steps(regs: list[dict[str, Any]], profile: TargetProfile) -> tuple[tuple[st
     return tuple((role, a, b) for role, (a, b) in out.items())
 
 
-def place(profile: TargetProfile, regs: list[dict[str, Any]], deps: dict[str, set[str]]) -> Placement | None:
+def place(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing) -> Placement | None:
     """The placement with the fewest stages, or None when none fits."""
     if not profile.has_stage_limits:
         return Placement(None, None, 0)     # no MAU stages: nothing to place
     values = [r for r in regs if r["role"] == "values"]
     vblocks = blocks(profile, values[0]) if values else 0
     steps = _steps(regs, profile)
-    dep_key = tuple(sorted((k, tuple(sorted(v))) for k, v in deps.items()))
-    plan = _search(steps, len(values), vblocks, dep_key, profile.stages, profile.alus_per_stage,
-                   profile.sram_blocks_per_stage)
+    plan = _search(steps, len(values), vblocks, tm.key(), profile.stages - tm.tail, profile.alus_per_stage,
+                   profile.register_sram_limit)
     if plan is None:
         return None
     stage_of: dict[str, int] = {}
@@ -80,80 +142,84 @@ def place(profile: TargetProfile, regs: list[dict[str, Any]], deps: dict[str, se
     return Placement(stage_of, used, sum(blocks(profile, r) for r in regs))
 
 
+def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv: int, nvalues: int, stage: int,
+                 tm: Timing, size: dict[str, tuple[int, int]], order: dict[str, int], vblocks: int, alus: int,
+                 sram: int):
+    """Every way stage ``stage`` can be filled from this state: (steps placed there, value arrays placed)."""
+    ready = sorted((r for r in roles - placed if tm.ready(r, stage, avail)), key=order.get)
+    values_ready = nv < nvalues and tm.ready("values", stage, avail)
+    for k in range(len(ready), -1, -1):        # every ready step first: the earliest stages win ties
+        for chosen in combinations(ready, k):
+            a = sum(size[r][0] for r in chosen)
+            b = sum(size[r][1] for r in chosen)
+            if a > alus or b > sram:
+                continue
+            take = 0
+            if values_ready:
+                room = alus - a if not vblocks else min(alus - a, (sram - b) // vblocks)
+                take = max(0, min(room, nvalues - nv))
+            yield chosen, take
+
+
 @lru_cache(maxsize=65536)
-def _search(steps: tuple[tuple[str, int, int], ...], nvalues: int, vblocks: int,
-            dep_key: tuple[tuple[str, tuple[str, ...]], ...], nstages: int, alus: int,
-            sram: int) -> tuple[tuple[frozenset, int], ...] | None:
+def _search(steps: tuple[tuple[str, int, int], ...], nvalues: int, vblocks: int, tkey: tuple, nstages: int,
+            alus: int, sram: int) -> tuple[tuple[frozenset, int], ...] | None:
     """Per stage from 1: (steps placed there, value arrays placed there); None if nothing fits."""
-    deps = {k: set(v) for k, v in dep_key}
+    tm = Timing.from_key(tkey)
     size = {role: (a, b) for role, a, b in steps}
     order = {role: i for i, (role, _a, _b) in enumerate(steps)}
     roles = frozenset(size)
-    vdeps = deps.get("values", set())
-    # state: steps placed -> (values placed, path)
-    frontier: dict[frozenset, tuple[int, tuple]] = {frozenset(): (0, ())}
-    for _stage in range(1, nstages):
-        nxt: dict[frozenset, tuple[int, tuple]] = {}
-        for placed, (nv, path) in frontier.items():
-            ready = sorted((r for r in roles - placed if deps.get(r, set()) <= placed), key=order.get)
-            values_ready = vdeps <= placed and nv < nvalues
-            for k in range(len(ready), -1, -1):        # every ready step first: the earliest stages win ties
-                for chosen in combinations(ready, k):
-                    a = sum(size[r][0] for r in chosen)
-                    b = sum(size[r][1] for r in chosen)
-                    if a > alus or b > sram:
-                        continue
-                    take = 0
-                    if values_ready:
-                        room = alus - a if not vblocks else min(alus - a, (sram - b) // vblocks)
-                        take = max(0, min(room, nvalues - nv))
-                    if not chosen and not take:
-                        continue
-                    key = placed | frozenset(chosen)
-                    cand = (nv + take, path + ((frozenset(chosen), take),))
-                    if key not in nxt or nxt[key][0] < cand[0]:
-                        nxt[key] = cand
-        for key, (nv, path) in nxt.items():
-            if key == roles and nv == nvalues:
+    # state: (steps placed, when each one's result is available) -> (values placed, path)
+    frontier: dict[tuple, tuple[int, tuple]] = {(frozenset(), ()): (0, ())}
+    for stage in range(1, nstages):
+        nxt: dict[tuple, tuple[int, tuple]] = {}
+        for (placed, avail_items), (nv, path) in frontier.items():
+            avail = dict(avail_items)
+            for chosen, take in _stage_moves(roles, placed, avail, nv, nvalues, stage, tm, size, order, vblocks,
+                                             alus, sram):
+                new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
+                key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
+                cand = (nv + take, path + ((frozenset(chosen), take),))
+                if key not in nxt or nxt[key][0] < cand[0]:
+                    nxt[key] = cand
+        for (placed, _a), (nv, path) in nxt.items():
+            if placed == roles and nv == nvalues:
                 return path
-
-        # an idle stage never helps: every state that can move did, so only moved states go on
         frontier = nxt
         if not frontier:
             return None
     return None
 
 
-def value_capacity(profile: TargetProfile, arrays: dict[str, int], deps: dict[str, set[str]]) -> int:
+def value_capacity(profile: TargetProfile, arrays: dict[str, int], tm: Timing) -> int:
     """The most value arrays one pass can hold (SRAM aside): ``arrays`` gives each other step's array count.
 
     The same search over stages as :func:`place`, each stage filling its free stateful ALUs with value
-    arrays once the steps the values key on are placed; 0 when the other steps do not fit."""
+    arrays once the results the values step keys on are available; 0 when the other steps do not fit."""
     if not profile.has_stage_limits:
         raise ValueError("a target without MAU stages holds any number of value arrays")
     roles = frozenset(arrays)
-    vdeps = deps.get("values", set())
-    frontier: dict[frozenset, int] = {frozenset(): 0}
+    size = {r: (a, 0) for r, a in arrays.items()}
+    order = {r: i for i, r in enumerate(arrays)}
+    big = 1 << 30
+    frontier: dict[tuple, int] = {(frozenset(), ()): 0}
     best = 0
-    for _stage in range(1, profile.stages):
-        nxt: dict[frozenset, int] = {}
-        for placed, nv in frontier.items():
-            ready = [r for r in roles - placed if deps.get(r, set()) <= placed]
-            for k in range(len(ready) + 1):
-                for chosen in combinations(ready, k):
-                    used = sum(arrays[r] for r in chosen)
-                    if used > profile.alus_per_stage:
-                        continue
-                    take = profile.alus_per_stage - used if vdeps <= placed else 0
-                    key = placed | frozenset(chosen)
-                    nxt[key] = max(nxt.get(key, -1), nv + take)
+    for stage in range(1, profile.stages - tm.tail):
+        nxt: dict[tuple, int] = {}
+        for (placed, avail_items), nv in frontier.items():
+            avail = dict(avail_items)
+            for chosen, take in _stage_moves(roles, placed, avail, nv, big, stage, tm, size, order, 0,
+                                             profile.alus_per_stage, big):
+                new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
+                key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
+                nxt[key] = max(nxt.get(key, -1), nv + take)
         frontier = nxt
-        best = max([best] + [nv for key, nv in frontier.items() if key == roles])
+        best = max([best] + [nv for (placed, _a), nv in frontier.items() if placed == roles])
     return best
 
 
-def certify(profile: TargetProfile, regs: list[dict[str, Any]], deps: dict[str, set[str]],
-            stages_used: int, timeout_ms: int = 20000) -> bool:
+def certify(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing, stages_used: int,
+            timeout_ms: int = 20000) -> bool:
     """Z3 Optimize: the fewest stages of any placement equals ``stages_used``.
 
     Each non-value step gets a stage variable; the value arrays, being identical, a count
@@ -163,7 +229,7 @@ def certify(profile: TargetProfile, regs: list[dict[str, Any]], deps: dict[str, 
 
     opt = z3.Optimize()
     opt.set("timeout", timeout_ms)
-    top = profile.stages - 1
+    top = profile.stages - 1 - tm.tail
     steps = _steps(regs, profile)
     values = [r for r in regs if r["role"] == "values"]
     vb = blocks(profile, values[0]) if values else 0
@@ -171,22 +237,24 @@ def certify(profile: TargetProfile, regs: list[dict[str, Any]], deps: dict[str, 
     n = {s: z3.Int(f"values_in_{s}") for s in range(1, top + 1)}
     last = z3.Int("last")
     for role, _, _ in steps:
-        opt.add(x[role] >= 1, x[role] <= top, last >= x[role])
+        opt.add(x[role] >= tm.first(role), x[role] <= top, last >= x[role])
     opt.add(z3.Sum(list(n.values())) == len(values))
     for s, ns in n.items():
         opt.add(ns >= 0, z3.Implies(ns > 0, last >= s))
-    for role, ds in deps.items():
+        if s < tm.first("values"):
+            opt.add(ns == 0)
+    for role, ds in tm.deps.items():
         for d in ds:
             if d not in x:
                 continue
             if role == "values":
                 for s, ns in n.items():
-                    opt.add(z3.Implies(x[d] >= s, ns == 0))
+                    opt.add(z3.Implies(x[d] + tm.lat(d) + tm.values_gap > s, ns == 0))
             elif role in x:
-                opt.add(x[role] > x[d])
+                opt.add(x[role] >= x[d] + tm.lat(d))
     for s, ns in n.items():
         opt.add(z3.Sum([z3.If(x[r] == s, a, 0) for r, a, _ in steps]) + ns <= profile.alus_per_stage)
-        opt.add(z3.Sum([z3.If(x[r] == s, b, 0) for r, _, b in steps]) + ns * vb <= profile.sram_blocks_per_stage)
+        opt.add(z3.Sum([z3.If(x[r] == s, b, 0) for r, _, b in steps]) + ns * vb <= profile.register_sram_limit)
     h = opt.minimize(last)
     if opt.check() != z3.sat:
         return False
@@ -202,19 +270,19 @@ def step_dependencies(table: DecisionTable) -> dict[str, set[str]]:
     return {s.role: {yielded[k] for k in s.keys if k in yielded} for s in table.steps}
 
 
-def levels(table: DecisionTable) -> dict[str, int]:
-    """Role -> the earliest stage its step can run in: 1 + the latest stage of the steps it keys on."""
-    deps = step_dependencies(table)
+def levels(tm: Timing, table: DecisionTable) -> dict[str, int]:
+    """Role -> the earliest stage its arrays can sit in, ALUs aside."""
     out: dict[str, int] = {}
     for s in table.steps:
-        out[s.role] = 1 + max((out[d] for d in deps[s.role]), default=0)
+        gap = tm.values_gap if s.role == "values" else 0
+        out[s.role] = max([tm.first(s.role)] + [out[d] + tm.lat(d) + gap for d in tm.deps.get(s.role, ())])
     return out
 
 
-def _earliest(profile: TargetProfile, regs: list[dict[str, Any]], table: DecisionTable) -> None:
+def _earliest(profile: TargetProfile, regs: list[dict[str, Any]], table: DecisionTable, tm: Timing) -> None:
     """Each step at its level, the value arrays from theirs on, as many a stage as its free ALUs take
     (SRAM aside): the placement a target without MAU stages gets, and the one a failure is told in."""
-    lv = levels(table)
+    lv = levels(tm, table)
     alus = profile.alus_per_stage if profile.has_stage_limits else None
     used: dict[int, int] = {}
     for r in regs:
@@ -230,35 +298,40 @@ def _earliest(profile: TargetProfile, regs: list[dict[str, Any]], table: Decisio
             used[stage] = used.get(stage, 0) + 1
 
 
-def assign(profile: TargetProfile, regs: list[dict[str, Any]], table: DecisionTable,
+def assign(profile: TargetProfile, regs: list[dict[str, Any]], table: DecisionTable, tm: Timing,
            fixed: dict[str, int] | None = None) -> tuple[int, str | None]:
     """Give every register of ``regs`` its ``stage``: ``fixed`` (checked, :func:`check`), else the
     placement :func:`place` finds with the fewest stages, else (nothing fits the SRAM) the earliest one, so
     that the caller's SRAM check can say where it overflows.  Returns (stages of the program, why the
     fixed placement is refused or None)."""
     if fixed is not None:
-        return profile.stages or 0, check(profile, regs, fixed, table)
+        return profile.stages or 0, check(profile, regs, fixed, tm)
     if not profile.has_stage_limits:
-        _earliest(profile, regs, table)
+        _earliest(profile, regs, table, tm)
         return max(r["stage"] for r in regs) + 1, None
-    found = place(profile, regs, step_dependencies(table))
+    found = place(profile, regs, tm)
     if found is None:
-        _earliest(profile, regs, table)
+        _earliest(profile, regs, table, tm)
+        last = max(r["stage"] for r in regs)
+        if last >= profile.stages - tm.tail:
+            values = sum(1 for r in regs if r["role"] == "values")
+            return profile.stages, (f"the {len(regs)} register arrays ({values} of values) need stages up to {last}; "
+                                    f"{profile.name} has stages 1..{profile.stages - 1 - tm.tail} for registers"
+                                    + (" (the last moves the values to their next pass)" if tm.tail else ""))
     else:
         for r in regs:
             r["stage"] = found.stage_of[r["name"]]
     return profile.stages, None
 
 
-def check(profile: TargetProfile, regs: list[dict[str, Any]], placement: dict[str, int],
-          table: DecisionTable) -> str | None:
+def check(profile: TargetProfile, regs: list[dict[str, Any]], placement: dict[str, int], tm: Timing) -> str | None:
     """Put each register in its stage of ``placement``; why the placement is not valid, or None.
 
-    The rules: stage 0 holds the worker look-up, so registers sit in stages 1..stages-1; a
-    stage hosts at most alus_per_stage arrays (one stateful ALU and one RegisterAction per
-    array and pass); the arrays of one decision step other than the values (the bitmap
-    words) share a stage; a step runs in a later stage than every step whose result it
-    keys on.  SRAM per stage is checked with the planner's own rule afterwards."""
+    The rules: stage 0 holds the worker look-up, so registers sit in stages 1..stages-1; a stage hosts
+    at most alus_per_stage arrays (one stateful ALU and one RegisterAction per array and pass); the
+    arrays of one decision step other than the values (the bitmap words) share a stage; a step's arrays
+    sit no earlier than its first stage and no earlier than the stage where the results it keys on are
+    available (:class:`Timing`).  SRAM per stage is checked with the planner's own rule afterwards."""
     if not profile.has_stage_limits:
         return f"{profile.name} has no MAU stages; a stage placement does not apply"
     names = {r["name"] for r in regs}
@@ -268,8 +341,10 @@ def check(profile: TargetProfile, regs: list[dict[str, Any]], placement: dict[st
                 else f"the placement leaves register {missing[0]!r} without a stage")
     for r in regs:
         r["stage"] = placement[r["name"]]
-        if not 1 <= r["stage"] < profile.stages:
-            return f"register {r['name']} in stage {r['stage']}; {profile.name} has stages 1..{profile.stages - 1} for registers"
+        if not 1 <= r["stage"] < profile.stages - tm.tail:
+            return (f"register {r['name']} in stage {r['stage']}; {profile.name} has stages "
+                    f"1..{profile.stages - 1 - tm.tail} for registers"
+                    + (" (the last moves the values to their next pass)" if tm.tail else ""))
     for st in range(1, profile.stages):
         here = [r["name"] for r in regs if r["stage"] == st]
         if len(here) > profile.alus_per_stage:
@@ -280,9 +355,15 @@ def check(profile: TargetProfile, regs: list[dict[str, Any]], placement: dict[st
     for role, st in stages_of.items():
         if role != "values" and len(st) > 1:
             return f"the {role} arrays sit in stages {sorted(st)}; they must share one stage"
-    for role, deps in step_dependencies(table).items():
+    for role, st in stages_of.items():
+        if min(st) < tm.first(role):
+            return f"{role} in stage {min(st)}; its arrays sit in stage {tm.first(role)} or later"
+    for role, deps in tm.deps.items():
+        gap = tm.values_gap if role == "values" else 0
         for dep in sorted(deps):
-            if role in stages_of and dep in stages_of and min(stages_of[role]) <= max(stages_of[dep]):
-                return (f"{role} in stage {min(stages_of[role])} keys on the result of {dep} in stage "
-                        f"{max(stages_of[dep])}; it must come later")
+            if role in stages_of and dep in stages_of:
+                ready = max(stages_of[dep]) + tm.lat(dep) + gap
+                if min(stages_of[role]) < ready:
+                    return (f"{role} in stage {min(stages_of[role])} keys on the result of {dep} in stage "
+                            f"{max(stages_of[dep])}; it must sit in stage {ready} or later")
     return None

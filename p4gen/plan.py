@@ -311,11 +311,11 @@ class Plan:
         try:
             if not isinstance(table, DecisionTable):
                 table = DecisionTable.from_dict(table, self.protocol)
-            new_tables, new_actions = dmod.p4_tables(table, data["params"]["op_codes"])
+            new_tables, new_actions = dmod.p4_tables(table, data["params"]["op_codes"], dmod.arrays_per_table(data))
         except (KeyError, LookupError, TypeError, ValueError) as exc:
             raise PlanError(f"the decision table is not valid: {exc}") from None
         old_t = {t["name"]: t for t in data["tables"]}
-        if {t["name"] for t in new_tables} != {n for n in old_t if n.startswith("dt_")}:
+        if {t["name"] for t in new_tables} != {n for n in old_t if n.startswith(dmod.DERIVED)}:
             raise PlanError(f"the decision table's steps ({', '.join(s.name for s in table.steps)}) are not "
                             f"those of this plan ({', '.join(s.name for s in self.decision.steps)}); "
                             f"other steps need a new layout: run p4gen build")
@@ -326,7 +326,7 @@ class Plan:
             old.update(new, id=pid)
         # the decision's actions: kept IDs for the names it still uses, new IDs after the highest for the others;
         # the old decision's actions no table names any more are dropped
-        old_dt = {a for t in self.tables if t.name.startswith("dt_") for a in t.actions}
+        old_dt = {a for t in self.tables if t.name.startswith(dmod.DERIVED) for a in t.actions}
         old_a = {a["name"]: a for a in data["actions"]}
         next_id = max((a.get("id", 0) for a in data["actions"]), default=0x01000000) + 1
         kept = [a for a in data["actions"] if a["name"] not in old_dt]

@@ -72,7 +72,11 @@ METADATA: list[tuple[str, int]] = [
     ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8), ("values_op", 8),
     ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8),
     ("bound", 32),           # two of the job's windows: how far ahead of a copy's chunk a newer tsi may be
+    ("room", 16),            # slots of the job's range from the packet's on (0: the slot is past the range)
 ]
+# the fields a Tofino program reads whatever its decision (the rest by the steps it has, see program_metadata)
+TNA_METADATA = ("known", "num_workers", "mgid", "slot", "copy", "vidx", "values_op", "outcome", "stat",
+                "in_port", "room")
 
 
 @dataclass
@@ -102,13 +106,19 @@ def _flood_group_base(profile: TargetProfile) -> int:
     return min(FLOOD_GROUP_BASE, profile.multicast_group_limit - PORTS)
 
 
-def _value_capacity(profile: TargetProfile, table: decision.DecisionTable, spec: Spec) -> int | None:
+def _value_capacity(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, passes: int = 1,
+                    mode: str = "resident") -> int | None:
     """Value arrays one pass can host besides the table's other steps, or None when unbounded."""
     if not profile.has_stage_limits:
         return None
     g = Geometry(1, spec.max_workers, spec.value_width, 0, profile.lanes_per_register, 0, 1)
     arrays = {role: arrays_of(table, g, role) for role in table.roles if role != "values"}
-    return placement.value_capacity(profile, arrays, placement.step_dependencies(table))
+    tm = step_timing(profile, table, spec).with_tail(placement.tail_stages(profile, passes, mode))
+    return placement.value_capacity(profile, arrays, tm)
+
+
+def step_timing(profile: TargetProfile, table: decision.DecisionTable, spec: Spec) -> placement.Timing:
+    return placement.timing(profile, table, spec.max_workers, spec.value_width)
 
 
 def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
@@ -128,32 +138,40 @@ def _header_bits(passes: int, protocol: str, mode: str = "resident") -> int:
     return bits
 
 
-def phv_bits(protocol: str, elements: int, passes: int, mode: str, value_width: int) -> int:
-    """PHV bits of one pass: headers, the values the pass holds and metadata.
+def phv_bits(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, elements: int, passes: int,
+             mode: str) -> int:
+    """PHV bits the program occupies, ingress and egress: the headers each parses (and a bit a header
+    for its validity), the values a pass holds, the metadata (:func:`program_metadata`) and the
+    target's fixed part (``phv_fixed_bits``: intrinsic metadata and the compiler's own fields).
 
     A resident layout holds every value of the packet in each pass; a streamed one only
     the values of the pass (the rest of the payload is not parsed)."""
     held = elements // passes if mode == "stream" else elements
-    return _header_bits(passes, protocol, mode) + held * value_width + _metadata_bits()
-
-
-def _metadata_bits() -> int:
-    return sum(w for _, w in METADATA)
+    data_headers = 1 if mode == "stream" or passes == 1 else passes
+    ingress = _header_bits(passes, spec.protocol, mode) + held * spec.value_width
+    ingress += len(wire_headers(spec.protocol)) + data_headers + (1 if passes > 1 else 0)
+    egress = _header_bits(1, spec.protocol) + len(wire_headers(spec.protocol))
+    meta = sum(b for _n, b in program_metadata(profile, table, spec, passes, mode))
+    return ingress + meta + egress + (profile.phv_fixed_bits or 0)
 
 
 def _choose_passes(profile: TargetProfile, table: decision.DecisionTable, spec: Spec,
-                   elements: int) -> tuple[int, int] | None:
-    """(passes, per_pass) for ``elements``, or None when no split fits."""
+                   elements: int) -> tuple[int, int, str] | None:
+    """(passes, per_pass, mode) for ``elements``, or None when no split fits.  Several passes are
+    resident where their values fit, else streamed (a streamed pass needs no stage to move the values)."""
     lanes = profile.lanes_per_register
     cap = _value_capacity(profile, table, spec)
     if cap is None:
-        return (1, elements) if elements % lanes == 0 else None
+        return (1, elements, "resident") if elements % lanes == 0 else None
     for passes in range(1, profile.max_passes + 1):
         if elements % passes:
             continue
         k = elements // passes
-        if k % lanes == 0 and k // lanes <= cap:
-            return passes, k
+        if k % lanes:
+            continue
+        for mode in ("resident", "stream") if passes > 1 else ("resident",):
+            if k // lanes <= _value_capacity(profile, table, spec, passes, mode):
+                return passes, k, mode
     return None
 
 
@@ -200,7 +218,7 @@ def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slot
                                        f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
                                        f"lanes per pass on {profile.name}, {variant} variant)")
             return lay
-        lay.passes, lay.per_pass = split
+        lay.passes, lay.per_pass, lay.mode = split
     else:
         why = shape_problem(profile, shape, elements)
         if why:
@@ -214,9 +232,9 @@ def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slot
     lay.pass_bits = (lay.passes - 1).bit_length()
     # 4. PHV: a resident layout that overflows it is streamed (each pass parses only its own values)
     budget = profile.phv_budget_bits
-    lay.phv_bits = phv_bits(spec.protocol, elements, lay.passes, lay.mode, w)
+    lay.phv_bits = phv_bits(profile, table, spec, elements, lay.passes, lay.mode)
     if shape is None and budget is not None and lay.phv_bits > budget and lay.passes > 1 and profile.is_tna:
-        streamed = phv_bits(spec.protocol, elements, lay.passes, "stream", w)
+        streamed = phv_bits(profile, table, spec, elements, lay.passes, "stream")
         if streamed <= budget:
             lay.mode, lay.phv_bits = "stream", streamed
     if budget is not None and lay.phv_bits > budget:
@@ -236,7 +254,8 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
         return lay
     table = protocols.decision_table(lay.variant, spec.protocol)
     regs = register_arrays(table, register_geometry(spec, profile, slots, lay.per_pass, lay.pass_bits, lay.pipes))
-    nstages, why = placement.assign(profile, regs, table, shape.stage_of if shape is not None else None)
+    tm = step_timing(profile, table, spec).with_tail(placement.tail_stages(profile, lay.passes, lay.mode))
+    nstages, why = placement.assign(profile, regs, table, tm, shape.stage_of if shape is not None else None)
     if why:
         lay.failure = ("layout", why)
         return lay
@@ -253,16 +272,16 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
             st["tables"] = ["workers", "l2_forward"]
         if profile.has_stage_limits:
             st["alus_limit"] = profile.alus_per_stage
-            st["sram_blocks_limit"] = profile.sram_blocks_per_stage
+            st["sram_blocks_limit"] = profile.register_sram_limit
         stages.append(st)
     lay.registers, lay.stages = regs, stages
     if profile.has_stage_limits:
         for st in stages:
-            if st["sram_blocks_used"] > profile.sram_blocks_per_stage:
+            if st["sram_blocks_used"] > profile.register_sram_limit:
                 big = max((r for r in regs if r["stage"] == st["index"]), key=lambda r: r["sram_blocks"])
                 lay.failure = ("slots", f"slots={slots} needs {st['sram_blocks_used']} SRAM blocks in stage {st['index']} "
                                         f"({len(st['registers'])} arrays of {big['entries']} x {big['entry_bits']}-bit entries); "
-                                        f"{profile.name} has {profile.sram_blocks_per_stage} per stage")
+                                        f"{profile.name} gives registers {profile.register_sram_limit} per stage")
                 return lay
     if profile.max_register_entries is not None:
         for r in regs:
@@ -372,7 +391,7 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> F
 # P4 program structure: tables, actions, counters and their P4Runtime IDs
 
 def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.DecisionTable,
-             registers: list[dict[str, Any]]) -> tuple[list, list, list, list]:
+             registers: list[dict[str, Any]], profile: TargetProfile) -> tuple[list, list, list, list]:
     jobs_x_workers = spec.jobs * spec.max_workers
     actions: list[dict[str, Any]] = []
     tables: list[dict[str, Any]] = []
@@ -396,7 +415,13 @@ def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.De
     tables.append({"name": "l2_forward", "scope": "ingress", "size": 1024,
                    "keys": [{"name": "dst_addr", "field": "ethernet.dst_addr", "bits": 48, "match": "exact"}],
                    "actions": [l2_unicast, l2_flood], "default_action": l2_flood, "const": False})
-    dt_tables, dt_actions = decision.p4_tables(table, op_codes)
+    per_array = None
+    if profile.is_tna:            # one stateful ALU per action: the bitmap words and value arrays get tables
+        per_array = {}
+        for r in registers:
+            if r["role"] in ("bitmap", "values"):
+                per_array.setdefault(r["role"], []).append(r["name"])
+    dt_tables, dt_actions = decision.p4_tables(table, op_codes, per_array)
     actions.extend(dt_actions)
     tables.extend(dt_tables)
     set_dst = action("set_result_dst", [("dst_mac", 48), ("dst_ip", 32), ("dst_port", 16)], scope="egress")
@@ -420,14 +445,19 @@ def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.De
     return tables, actions, counters, p4regs
 
 
+def _stages_used(lay: Fit) -> int:
+    """Stages the program needs: the last one holding a register, plus one (stage 0 looks the worker up)."""
+    return 1 + max((r["stage"] for r in lay.registers), default=0)
+
+
 def _resources(profile: TargetProfile, lay: Fit) -> dict[str, Any]:
     res: dict[str, Any] = {
-        "stages_used": len(lay.stages),
+        "stages_used": _stages_used(lay),
         "stages_limit": profile.stages,
         "alus_used": sum(s["alus_used"] for s in lay.stages),
         "alus_limit": (profile.stages * profile.alus_per_stage) if profile.has_stage_limits else None,
         "sram_blocks_used": sum(s["sram_blocks_used"] for s in lay.stages),
-        "sram_blocks_limit": (profile.stages * profile.sram_blocks_per_stage) if profile.has_stage_limits else None,
+        "sram_blocks_limit": (profile.stages * profile.register_sram_limit) if profile.has_stage_limits else None,
         "phv_bits_used": lay.phv_bits,
         "phv_bits_limit": profile.phv_budget_bits,
         "passes": lay.passes,
@@ -448,25 +478,36 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape 
         return {"variant": other, "fits": False, "why": alt.failure[1]}
     return {"variant": other, "fits": True,
             "register_arrays": len(alt.registers), "register_arrays_delta": len(alt.registers) - len(lay.registers),
-            "stages": len(alt.stages), "stages_delta": len(alt.stages) - len(lay.stages),
+            "stages": _stages_used(alt), "stages_delta": _stages_used(alt) - _stages_used(lay),
             "sram_blocks": sum(s["sram_blocks_used"] for s in alt.stages),
             "sram_blocks_delta": sum(s["sram_blocks_used"] for s in alt.stages) - sum(s["sram_blocks_used"] for s in lay.stages),
             "register_bits_delta": sum(r["entries"] * r["entry_bits"] for r in alt.registers)
                                    - sum(r["entries"] * r["entry_bits"] for r in lay.registers)}
 
 
-def program_metadata(profile: TargetProfile, table: decision.DecisionTable, lay: Fit, spec: Spec) -> list[tuple[str, int]]:
-    """The program's metadata fields: the common ones, one bitmap mask per word, a streamed layout's
-    phase and, on a target with stateful ALUs, what the decision steps compute around them
-    (:mod:`p4gen.salu_steps`)."""
+def program_metadata(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, passes: int,
+                     mode: str) -> list[tuple[str, int]]:
+    """The program's metadata fields.  On a target with stateful ALUs, the fields the Tofino program
+    reads (the compiler drops the others: declaring them would only misstate the PHV), with what the
+    decision steps compute around their registers (:mod:`p4gen.salu_steps`); elsewhere the common set.
+    Both have one bitmap mask per word and a streamed layout's phase."""
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
-    out = list(METADATA) + [(f"mask{i}", 32) for i in range(words)]
-    if lay.passes > 1 and lay.mode == "stream":
-        out.append(("harvest", 8))
     caps = SaluCaps.of(profile)
+    if caps is None:
+        out = list(METADATA)
+    else:
+        keep = set(TNA_METADATA) | ({"word", "mask"} if words > 1 else set())
+        keep |= {st.yields for st in table.steps if st.yields}
+        keep |= {"data"} if protocols.protocol(spec.protocol).sparse else set()
+        keep |= {"bound"} if "chunk" in table.roles else set()
+        out = [(n, b) for n, b in METADATA if n in keep]
+    out += [(f"mask{i}", 32) for i in range(words)]
+    if caps is not None and passes > 1:
+        out.append(("hport", 16))      # folded passes: this pipe's recirculation port
     if caps is not None:
         have = {n for n, _b in out}
-        out += [(n, b) for n, b in salu_steps.fields(salu_steps.program(table, lay.registers, caps, spec.value_width))
+        regs = register_arrays(table, register_geometry(spec, profile, 1, profile.lanes_per_register, 0, 1))
+        out += [(n, b) for n, b in salu_steps.fields(salu_steps.program(table, regs, caps, spec.value_width))
                 if n not in have]
     return out
 
@@ -498,7 +539,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         name, fields = pass_header(lay.mode)
         headers.append({"name": name, "internal": True, "fields": [{"name": f, "bits": b} for f, b in fields],
                         "bytes": sum(b for _, b in fields) // 8})
-    tables, actions, counters, p4regs = _program(spec, op_codes, table, lay.registers)
+    tables, actions, counters, p4regs = _program(spec, op_codes, table, lay.registers, profile)
     for r, p in zip(lay.registers, p4regs):
         r["id"] = p["id"]
     norm_spec = spec.to_dict()
@@ -513,7 +554,7 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "variant": lay.variant,
         "params": params,
         "headers": headers,
-        "metadata": [{"name": n, "bits": b} for n, b in program_metadata(profile, table, lay, spec)],
+        "metadata": [{"name": n, "bits": b} for n, b in program_metadata(profile, table, spec, lay.passes, lay.mode)],
         "registers": lay.registers,
         "stages": lay.stages,
         "tables": tables,

@@ -444,11 +444,15 @@ def gateway_test(e: Expr) -> bool:
     return False
 
 
-def mau_form(e: Expr, prefix: str) -> MauForm:
+def mau_form(e: Expr, prefix: str, returned: frozenset[str] = frozenset()) -> MauForm:
     """``e`` (a result over returned words and fields) as temporaries and gateway tests.
 
-    ``a > b`` becomes ``t = a |-| b`` tested ``t != 0``; ``a == b`` becomes ``t = a ^ b`` tested
-    ``t == 0``; ``(a & m) != 0`` becomes ``t = a & m`` tested ``t != 0``."""
+    A temporary is one ALU instruction of the action that executes the RegisterAction, with the word it
+    returned as an operand (a match-action ALU takes that word, which arrives on the action data bus,
+    only as the first operand of a subtraction); ``returned`` names those words' leaves.  ``a == b``
+    becomes ``t = a ^ b`` tested ``t == 0``; ``(a & m) != 0`` becomes ``t = a & m`` tested ``t != 0``;
+    ``a > b`` becomes ``t = a |-| b`` tested ``t != 0``, or, when ``b`` is a returned word,
+    ``b |-| a == 0 and b ^ a != 0``."""
     temps: dict[str, tuple[str, Expr]] = {}
 
     def temp(x: Expr) -> Expr:
@@ -457,23 +461,45 @@ def mau_form(e: Expr, prefix: str) -> MauForm:
             temps[k] = (f"{TMP}{prefix}{len(temps)}", x)
         return opgraph.leaf(temps[k][0], x.bits)
 
+    def bits(a: Expr, b: Expr):
+        return a.bits or b.bits
+
+    def ret(x: Expr) -> bool:
+        return x.kind == "leaf" and x.args[0] in returned
+
     def test(a: Expr) -> Expr:
+        """A condition over gateway tests equal to atom ``a``."""
         if gateway_test(a):
             return a
         if a.kind == "gt":
-            return Expr("ne0", temp(Expr("ssub", a.args[0], a.args[1], bits=a.args[0].bits or a.args[1].bits)))
+            x, y = a.args
+            if ret(y) and not ret(x):
+                le = Expr("eq", temp(Expr("ssub", y, x, bits=bits(x, y))), const(0, bits(x, y)))
+                ne = Expr("ne0", temp(Expr("xor", y, x, bits=bits(x, y))))
+                return Expr("and2", le, ne)
+            return Expr("ne0", temp(Expr("ssub", x, y, bits=bits(x, y))))
         if a.kind == "eq":
-            return Expr("eq", temp(Expr("xor", a.args[0], a.args[1], bits=a.args[0].bits or a.args[1].bits)),
-                        const(0, a.args[0].bits or a.args[1].bits))
+            x, y = a.args
+            if ret(y):
+                x, y = y, x
+            return Expr("eq", temp(Expr("xor", x, y, bits=bits(x, y))), const(0, bits(x, y)))
         if a.kind == "ne0" and a.args[0].kind == "and":
-            return Expr("ne0", temp(a.args[0]))
+            x, y = a.args[0].args
+            if ret(y):
+                x, y = y, x
+            return Expr("ne0", temp(Expr("and", x, y, bits=bits(x, y))))
         raise SaluError(f"{key(a)} cannot be tested in a gateway")
+
+    def branch(c: Expr, yes: Expr, no: Expr) -> Expr:
+        if c.kind == "and2":                        # both tests: nested choices
+            return branch(c.args[0], branch(c.args[1], yes, no), no)
+        return opgraph.SYM.ite(c, yes, no)
 
     def go(x: Expr) -> Expr:
         if x.kind == "ite":
-            return opgraph.SYM.ite(test(x.args[0]), go(x.args[1]), go(x.args[2]))
+            return branch(test(x.args[0]), go(x.args[1]), go(x.args[2]))
         if x.kind in BOOLEAN:
-            return opgraph.SYM.ite(test(x), const(1, 8), const(0, 8))
+            return branch(test(x), const(1, 8), const(0, 8))
         if x.kind in ("leaf", "const"):
             return x
         raise SaluError(f"{key(x)} is not a choice between constants and fields")
@@ -482,6 +508,8 @@ def mau_form(e: Expr, prefix: str) -> MauForm:
     for _name, t in temps.values():
         if any(c.kind not in ("leaf", "const") for c in t.children()):
             raise SaluError(f"{key(t)} is more than one instruction")
+        if t.kind == "ssub" and ret(t.args[1]):
+            raise SaluError(f"{key(t)} subtracts a returned word")
     return MauForm(tuple(temps.values()), tree)
 
 

@@ -190,9 +190,10 @@ def step_code(st: decision.Step, arrays: list[Array], caps: SaluCaps, value_widt
     for a in arrays:
         salu.check_register(a.name, per_array[a.name], caps)
     post: dict[str, tuple[list[str], salu.MauForm]] = {}
+    returned = frozenset(f"meta.{f}" for c in codes for run in c.runs for f in run.carriers)
     for c in codes:
         if c.after:
-            form = salu.mau_form(c.result, f"{st.name}_p")
+            form = salu.mau_form(c.result, f"{st.name}_p", returned)
             k = salu.key(form.tree) + "|" + ";".join(salu.key(t) for _n, t in form.temps)
             post.setdefault(k, ([], form))[0].append(c.action)
             for n, t in form.temps:
@@ -208,6 +209,28 @@ def _bits(e: Expr) -> int:
         if isinstance(c.bits, int):
             return c.bits
     return 32
+
+
+def step_facts(table: decision.DecisionTable, caps: SaluCaps, value_width: int, lanes: int,
+               max_workers: int) -> dict[str, tuple[bool, bool]]:
+    """Per step's role: (some op's output is computed after the ALU, the step needs metadata computed in a
+    stage before its registers').  The second holds for a step with hoisted work, for the bitmap when the
+    worker's bit may sit in one of several words (each word's mask is set by a gateway on the word), and
+    for the values, whose index the hash unit forms from the slot once the worker look-up has set it."""
+    out = {}
+    words = -(-max_workers // 32)
+    for st in table.steps:
+        if st.role == "values":
+            a = Array("values", "values", lanes, value_width, elements=tuple(range(lanes)))
+        elif st.role == "bitmap":
+            a = Array("bitmap0", "bitmap", 2, 32, word=0)
+        else:
+            a = Array(st.role, st.role, 1, BITS[st.role])
+        sc = step_code(st, [a], caps, value_width)
+        split = any(c.after for c in sc.ops)
+        before = bool(sc.hoisted) or st.role == "values" or (st.role == "bitmap" and words > 1)
+        out[st.role] = (split, before)
+    return out
 
 
 def program(table: decision.DecisionTable, registers: list[Any], caps: SaluCaps, value_width: int) -> list[StepCode]:

@@ -28,6 +28,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "alu_width_bits": (8, 1024, False),
     "lanes_per_register": (1, 2, True),
     "sram_blocks_per_stage": (1, 1 << 16, False),
+    "register_sram_blocks_per_stage": (1, 1 << 16, False),
     "sram_block_words": (1, 1 << 24, False),
     "sram_block_width_bits": (8, 4096, False),
     "register_spare_blocks": (0, 1 << 16, False),
@@ -39,6 +40,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "packet_headroom_bytes": (0, 65535, False),
     "multicast_group_limit": (1024, 65536, False),
     "salu_compare_units": (1, 16, False),
+    "phv_fixed_bits": (-(1 << 16), 1 << 16, False),
     "salu_output_words": (1, 16, False),
 }
 _WHY: dict[str, str] = {}
@@ -61,6 +63,7 @@ class TargetProfile:
     alus_per_stage: int | None = None
     alu_width_bits: int | None = None
     sram_blocks_per_stage: int | None = None
+    register_sram_blocks_per_stage: int | None = None    # of those, the blocks registers can use
     sram_block_words: int | None = None
     sram_block_width_bits: int | None = None
     register_spare_blocks: int | None = None
@@ -76,6 +79,7 @@ class TargetProfile:
     multicast_group_limit: int | None = None    # multicast group ids usable are 1 .. limit - 1 (None: 16 bits)
     salu_compare_units: int | None = None       # comparisons one RegisterAction makes (Tofino: 2, Tofino2: 4)
     salu_output_words: int | None = None        # 32-bit words one RegisterAction returns (Tofino: 1, Tofino2: 4)
+    phv_fixed_bits: int | None = None           # PHV bits of every program beyond its headers and metadata (may be < 0)
     source: str = "builtin"
 
     @property
@@ -85,6 +89,11 @@ class TargetProfile:
     @property
     def has_stage_limits(self) -> bool:
         return self.stages is not None
+
+    @property
+    def register_sram_limit(self) -> int | None:
+        """SRAM blocks per stage that can hold registers (all of the stage's, unless the profile says less)."""
+        return self.register_sram_blocks_per_stage or self.sram_blocks_per_stage
 
     @property
     def phv_budget_bits(self) -> int | None:

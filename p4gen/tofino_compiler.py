@@ -5,9 +5,9 @@ bits.  The compiler that places the program on the chip is p4c's Tofino back end
 with its assembler ``bfas``, open source in p4c since 1.2.5 under ``backends/tofino``) or Intel's
 SDE compiler (``bf-p4c``).  Run with ``-g`` it writes, for each pipeline, ``logs/resources.json``
 (what each MAU stage holds: SRAM and TCAM blocks, meter ALUs, which serve as stateful ALUs, hash
-bits, and the P4 objects using each of them) and ``logs/metrics.json`` (totals, PHV containers by
-width).  Their schemas are p4c's ``backends/tofino/compiler_interfaces/schemas/{resources,
-metrics}_schema.py``.
+bits, and the P4 objects using each of them) and ``logs/phv.json`` (every PHV container and the
+field slices it holds).  Their schemas are p4c's ``backends/tofino/compiler_interfaces/schemas/
+{resources,phv}_schema.py``.
 
 This module finds that compiler, runs it, and turns its logs into an :class:`Allocation`, the
 allocated side of ``report.txt``'s "predicted / allocated" table.
@@ -33,7 +33,7 @@ TARGETS = {"tna": ("tofino", "tna"), "t2na": ("tofino2", "t2na")}
 NAMES = ("bf-p4c", "p4c-barefoot")       # Intel's SDE driver; p4c's open back end
 TIMEOUT_S = 3600                         # a large Tofino program takes minutes on a loaded machine
 RESOURCES = "compiler-resources.json"    # the compiler's own logs, kept in the build directory
-METRICS = "compiler-metrics.json"
+PHV = "compiler-phv.json"
 
 
 def find() -> tuple[str, str] | None:
@@ -74,11 +74,16 @@ class CompileFailed(CompileError):
 _LOCATION = re.compile(r"^(?:\S*/)?program\.p4\(\d+\)")
 
 
+_SUMMARY = re.compile(r"^\d+ errors?, \d+ warnings? generated")
+
+
 def first_error(log: str) -> str:
-    """The compiler's first error line, as short as it can be said on one line."""
-    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    """The compiler's (or its assembler's) first error line, as short as it can be said on one line."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not _SUMMARY.match(ln.strip())]
     for i, ln in enumerate(lines):
         low = ln.lower()
+        if low.startswith("error_code"):
+            continue          # the PHV allocator's notes inside a warning
         if "error" in low and not low.startswith("compilation error") and "warning" not in low.split("error")[0]:
             # bf-p4c writes "program.p4(123): [--Werror=...] error: message" and sometimes the message on
             # the next line after a bare location
@@ -122,13 +127,13 @@ def compile_tna(arch: str, program: bytes, program_name: str = "program.p4") -> 
         if not ok:
             raise CompileFailed(f"{name} rejected {program_name}: {first_error(log)}", files)
         resources = sorted(out.rglob("logs/resources.json"))
-        metrics = sorted(out.rglob("logs/metrics.json"))
-        if not resources or not metrics:
+        phv = sorted(out.rglob("logs/phv.json"))
+        if not resources or not phv:
             raise CompileFailed(f"{name} compiled {program_name} but wrote no logs/resources.json and "
-                                f"logs/metrics.json (it needs -g)", files)
+                                f"logs/phv.json (it needs -g)", files)
         files[RESOURCES] = resources[0].read_bytes()
-        files[METRICS] = metrics[0].read_bytes()
-    parse(files[RESOURCES], files[METRICS])      # refuses logs of a form this module cannot read
+        files[PHV] = phv[0].read_bytes()
+    parse(files[RESOURCES], files[PHV])      # refuses logs of a form this module cannot read
     return files
 
 
@@ -151,10 +156,11 @@ def _run(cmd: list[str], log_parts: list[str], tmp: str) -> bool:
 class StageUse:
     stage: int
     stateful_alus: int
-    sram_blocks: int
+    sram_blocks: int                 # every SRAM block the stage uses (match tables, action data, registers)
     tcam_blocks: int
     hash_bits: int
     registers: tuple[str, ...]
+    register_sram_blocks: int = 0    # the blocks that hold registers
 
 
 @dataclass(frozen=True)
@@ -177,10 +183,12 @@ class Allocation:
     def to_dict(self) -> dict[str, Any]:
         return {"compiler": self.compiler, "stages_used": self.stages_used, "stages_limit": self.stage_limit,
                 "stateful_alus": self.total("stateful_alus"), "sram_blocks": self.total("sram_blocks"),
+                "register_sram_blocks": self.total("register_sram_blocks"),
                 "tcam_blocks": self.total("tcam_blocks"), "hash_bits": self.total("hash_bits"),
                 "phv_bits": self.phv_bits, "phv_containers": dict(self.phv_containers),
                 "register_stage": dict(self.register_stage),
                 "stages": [{"stage": s.stage, "stateful_alus": s.stateful_alus, "sram_blocks": s.sram_blocks,
+                            "register_sram_blocks": s.register_sram_blocks,
                             "tcam_blocks": s.tcam_blocks, "hash_bits": s.hash_bits,
                             "registers": list(s.registers)} for s in self.stages]}
 
@@ -194,11 +202,11 @@ def _usages(items: list[dict]) -> list[dict]:
     return [u for it in items for u in it.get("usages", [])]
 
 
-def parse(resources: bytes, metrics: bytes, compiler: str = "") -> Allocation:
-    """The allocation a compile's ``resources.json`` and ``metrics.json`` describe."""
+def parse(resources: bytes, phv: bytes, compiler: str = "") -> Allocation:
+    """The allocation a compile's ``resources.json`` and ``phv.json`` describe."""
     try:
         res = json.loads(resources)["resources"]
-        met = json.loads(metrics)
+        containers = json.loads(phv)["containers"]
         mau = res["mau"]
     except (ValueError, KeyError, TypeError) as exc:
         raise CompileError(f"the compiler's resource logs are not in the expected form ({exc})") from None
@@ -210,25 +218,27 @@ def parse(resources: bytes, metrics: bytes, compiler: str = "") -> Allocation:
         tcams = st.get("tcams", {}).get("tcams", [])
         salus = st.get("meter_alus", {}).get("meters", [])
         stateful = [u for u in _usages(salus) if "stateful" in u.get("used_for", "")]
-        regs = tuple(sorted({_p4name(u["used_by"]) for u in stateful + [u for u in _usages(srams)
-                                                                        if "stateful" in u.get("used_for", "")]}))
+        reg_srams = [m for m in srams if any("stateful" in u.get("used_for", "") for u in m.get("usages", []))]
+        regs = tuple(sorted({_p4name(u["used_by"]) for u in stateful + _usages(reg_srams)}))
         hash_bits = len(st.get("hash_bits", {}).get("bits", []))
         n_salus = sum(1 for m in salus if any("stateful" in u.get("used_for", "") for u in m.get("usages", [])))
         tables = st.get("logical_tables", {}).get("ids", st.get("logical_tables", {}).get("tables", []))
         if srams or tcams or salus or hash_bits or tables:
-            stages.append(StageUse(n, n_salus, len(srams), len(tcams), hash_bits, regs))
+            stages.append(StageUse(n, n_salus, len(srams), len(tcams), hash_bits, regs, len(reg_srams)))
         for r in regs:
             reg_stage.setdefault(r, n)
-    containers: dict[str, int] = {}
+    occupied: dict[str, int] = {}
     bits = 0
-    phv = met.get("phv", {})
-    for kind in ("normal", "tagalong", "mocha", "dark"):
-        for t in phv.get(kind, []) or []:
-            key = f"{t['bit_width']}b" + ("" if kind == "normal" else f" {kind}")
-            containers[key] = containers.get(key, 0) + t.get("containers_occupied", 0)
-            bits += t.get("bits_occupied", 0)
+    for c in containers:
+        kind = c.get("container_type", "normal")
+        key = f"{c['bit_width']}b" + ("" if kind == "normal" else f" {kind}")
+        used = sum(sl["field_slice"]["slice_info"]["msb"] - sl["field_slice"]["slice_info"]["lsb"] + 1
+                   for sl in c.get("slices", []) if "field_slice" in sl)
+        if used:
+            occupied[key] = occupied.get(key, 0) + 1
+            bits += used
     return Allocation(compiler=compiler, stages=tuple(sorted(stages, key=lambda s: s.stage)),
-                      stage_limit=mau.get("nStages", 0), phv_containers=containers, phv_bits=bits,
+                      stage_limit=mau.get("nStages", 0), phv_containers=occupied, phv_bits=bits,
                       register_stage=reg_stage)
 
 
@@ -245,12 +255,13 @@ def comparison_lines(report: dict[str, Any], alloc: Allocation) -> list[str]:
     predicted_stage = {r: st["stage"] for st in report["stages"] for r in st["registers"]}
     rows = [("stages", tot["stages_used"], alloc.stages_used),
             ("stateful ALUs", tot["alus_used"], alloc.total("stateful_alus")),
-            ("SRAM blocks", tot["sram_blocks_used"], alloc.total("sram_blocks")),
+            ("SRAM registers", tot["sram_blocks_used"], alloc.total("register_sram_blocks")),
+            ("SRAM all", None, alloc.total("sram_blocks")),
             ("TCAM blocks", None, alloc.total("tcam_blocks")),
             ("PHV bits", tot["phv_bits_used"], alloc.phv_bits),
             ("hash bits", None, alloc.total("hash_bits"))]
     lines = ["", f"  compiled by  {alloc.compiler}; its log is compile.log, its resource logs {RESOURCES} "
-                 f"and {METRICS}",
+                 f"and {PHV}",
              f"  {'':<14}{'predicted':>10}{'allocated':>10}"]
     lines += [f"  {name:<14}{_cell(p):>10}{_cell(a):>10}" for name, p, a in rows]
     lines.append("  PHV containers " + ", ".join(f"{k} {v}" for k, v in alloc.phv_containers.items()))

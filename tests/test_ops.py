@@ -81,3 +81,14 @@ def test_every_op_in_the_table_is_rendered(target, protocol, variant):
                     assert re.search(r"_ra\.execute\(", body.group(1)), name      # runs its RegisterAction
                 elif touches:
                     assert re.search(r"\.read\(", body.group(1)), name            # reads its register
+
+
+def test_no_template_holds_a_register_operation():
+    """The templates lay out what p4gen.emit.p4ops prints: no RegisterAction, register access or op
+    arithmetic of their own (an op changed in p4gen.ops reaches the program with nothing else edited)."""
+    from p4gen.emit.templates import template_sources
+
+    for name, text in template_sources().items():
+        assert "RegisterAction" not in text, name
+        assert not re.search(r"\.(read|write|execute)\(", text), name
+        assert not re.search(r"\bvalue(\.lo|\.hi)?\s*=", text), name

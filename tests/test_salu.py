@@ -158,7 +158,7 @@ def test_the_lowering_of_every_op_is_the_op(role, op, caps, pair, copy):
     for r, want in zip(low.results, want_out):
         assert _same(opgraph.run(r, {**env, **rv}, A), want), salu.key(r)
         if low.split:
-            form = salu.mau_form(r, "p")
+            form = salu.mau_form(r, "p", frozenset(rv))
             tenv = {**env, **rv}
             for name, t in form.temps:
                 assert name.startswith(TMP)

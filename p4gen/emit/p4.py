@@ -110,8 +110,13 @@ def context(plan: Plan) -> dict[str, Any]:
         "consts": consts, "op_const": op_const, "headers": headers, "data": data, "passes": passes,
         "data_insts": ["data0"] if stream else [f"data{i}" for i in range(passes)],
         "recirc": plan.header("recirc") if passes > 1 else None,
-        "meta": list(plan.metadata),
-        "steps_p4": steps_p4,
+        "meta": list(plan.metadata), "meta_names": {f.name for f in plan.metadata},
+        "steps_p4": steps_p4, "hashes": p4ops.hashes(plan),
+        # a word a RegisterAction returns meets these fields in one instruction: whole 32-bit containers
+        "wide_fields": [n for s in steps_p4 for n, b in s.fields if b == 32]
+                       + [f"mask{i}" for i in range(p.bitmap_words)],
+        "derived_tables": [tables[t.name] for t in plan.tables
+                           if t.name.startswith(("dt_", "run_")) and t.name != "dt_outcome"],
         **_pass_context(plan),
         "registers": regs, "step_roles": step_roles, "steps": plan.decision.steps,
         "tables": tables, "actions": actions, "stats": plan.counter("stats"),
@@ -164,9 +169,10 @@ def _pass_context(plan: Plan) -> dict[str, Any]:
             ports.append(f"{_hex(pipe << 7)} &&& 0x180")     # a loopback pipe: every port
         else:
             ports.append(_hex(pipe << 7 | local))           # a home pipe: its recirculation port
-    pipe = "(hdr.recirc.port[8:7] + hdr.recirc.index[1:0])"
-    return {**ctx, "recirc_ports": ports, "consume_port": f"{pipe} ++ hdr.recirc.port[6:0]",
-            "harvest_port": f"{pipe} ++ 7w{local}", "index_shift": None}
+    # pass k runs in pipe home + k: a consume pass enters the next pipe by the port with this one's number
+    # there, a harvest pass the previous pipe's recirculation port (meta.hport: this pipe's, set at the start)
+    return {**ctx, "recirc_ports": ports, "consume_port": "ig_intr_md.ingress_port + 128",
+            "harvest_port": "(PortId_t) (meta.hport - 128)", "recirc_local": _hex(local), "index_shift": None}
 
 
 _CONST = re.compile(r"^const bit<\d+> (\w+) = [^;]+;\n", re.M)

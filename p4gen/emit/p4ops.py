@@ -27,6 +27,38 @@ from ..salu import IN, MEM, TMP, SaluCaps
 
 _INDEX = {"chunk": "meta.sc_index", "counter": "meta.sc_index", "exponent": "meta.sc_index",
           "minnext": "meta.sc_index", "bitmap": "(bit<32>) meta.slot", "values": "meta.vidx"}
+
+
+def index(plan: Plan, role: str, step: str) -> str:
+    """The index a step's RegisterActions address their arrays with.  On Tofino the hash unit forms
+    (slot, copy) where the register is executed (``<step>_index``, an identity hash): no stage computes it
+    first."""
+    if plan.arch == "v1model" or role == "values":
+        return _INDEX[role]
+    if role == "bitmap":
+        return f"{step}_index.get({{meta.slot}})"
+    return f"{step}_index.get({{meta.slot, meta.copy}})"
+
+
+def word_index(step: str, word: int) -> str:
+    """A bitmap word's index: each word's own hash unit (one address per stateful operation of an action)."""
+    return f"{step}_index{word}.get({{meta.slot}})"
+
+
+def hashes(plan: Plan) -> list[str]:
+    """The identity hashes the Tofino steps index their registers with."""
+    if plan.arch == "v1model":
+        return []
+    out = []
+    for st in plan.decision.steps:
+        if st.role == "values" or not any(decision.touches(st.role, op) for op in salu_steps.used_ops(st)):
+            continue
+        if st.role == "bitmap":
+            out += [f"Hash<bit<32>>(HashAlgorithm_t.IDENTITY) {st.name}_index{r.word};"
+                    for r in plan.registers if r.role == "bitmap"]
+        else:
+            out.append(f"Hash<bit<32>>(HashAlgorithm_t.IDENTITY) {st.name}_index;")
+    return out
 _OUTPUT = salu_steps.OUTPUT
 
 
@@ -39,6 +71,7 @@ class StepCode:
     pre: list[str] = field(default_factory=list)                            # before the table (TNA)
     post: list[tuple[list[str], list[str]]] = field(default_factory=list)   # (actions, statements) after it
     registers: list[str] = field(default_factory=list)                      # RegisterActions (TNA)
+    before: list[str] = field(default_factory=list)                         # tables applied before it (TNA)
     dispatch: list[str] = field(default_factory=list)                       # the values step's register work
     fields: list[tuple[str, int]] = field(default_factory=list)             # metadata it adds
 
@@ -277,7 +310,16 @@ def _register_action(a: salu_steps.Array, low: salu.Lowered, names: dict[str, tu
              f"    void apply({params}) {{"]
     lane_text = {ln: names[MEM + ln][0] for ln in low.lanes}
     body: list[str] = []
-    _tree(body, "        ", list(low.atoms), dict(low.updates), outs, names, rv, lane_text)
+    # a returned word no comparison decides is read once, before any lane changes (every branch then
+    # returns the same source, as a register pair requires)
+    fixed = [i for i, o in enumerate(outs) if not any(
+        n.kind in BOOLEAN for n in [o] + opgraph.walk([o])) and not any(
+        salu.key(o) == salu.key(u) for u in low.updates.values())]
+    for i in fixed:
+        body.append(f"        {rv[i]} = {text(outs[i], names, 'tna')};")
+    rest = [i for i in range(len(outs)) if i not in fixed]
+    _tree(body, "        ", list(low.atoms), dict(low.updates), [outs[i] for i in rest], names,
+          [rv[i] for i in rest], lane_text)
     return lines + body + ["    }", "};"]
 
 
@@ -287,6 +329,9 @@ def _field_names(e: Expr) -> dict[str, tuple[str, int]]:
 
 
 def _tna_step(plan: Plan, st, caps: SaluCaps, code: StepCode) -> None:
+    """A step on Tofino: its RegisterActions, and the actions of its tables.  An action runs one register
+    (a stateful ALU is addressed once per action): the first array's in ``dt_<step>``, each further
+    bitmap word's in ``dt_<step>_word<i>``, each value array's in ``run_<array>``."""
     role = st.role
     arrays = [salu_steps.Array.of(r) for r in plan.registers if r.role == role]
     sc = salu_steps.step_code(st, arrays, caps, plan.params.value_width)
@@ -294,7 +339,6 @@ def _tna_step(plan: Plan, st, caps: SaluCaps, code: StepCode) -> None:
     widths_of = dict(sc.fields)
     for field_name, e in sc.hoisted:
         code.pre.append(f"meta.{field_name} = {text(e, _leaf_names(e, widths_of), 'tna')};")
-    by_array = {a.name: a for a in arrays}
     for a in arrays:
         names = {**_lane_names(plan, a, a.pair, "tna", "value"), **salu_steps.inputs_of(role, a),
                  **{f"{TMP}{n}": (f"meta.{n}", b) for n, b in sc.fields}}
@@ -306,23 +350,51 @@ def _tna_step(plan: Plan, st, caps: SaluCaps, code: StepCode) -> None:
     if role == "values":
         _tna_values(plan, st, sc, code)
         return
-    for c in sc.ops:
-        body = []
-        for run in c.runs:
-            call = f"{_ra_name(run.array, c.op, c.copy)}.execute({_INDEX[role]})"
-            if run.carriers:
-                body.append(f"meta.{run.carriers[0]} = {call};")
-            elif run.target:
-                body.append(f"{run.target} = {call};")
-            else:
-                body.append(f"{call};")
-        r = c.result
-        if r is not None and not c.after and not (r.kind == "leaf" and r.args[0] == sc.output):
-            body.append(f"{sc.output} = {_direct_text(r)};")
-        code.actions.append((c.action, body))
+    # each temporary goes to the action that executes the register whose returned word it reads
+    temps_of: dict[tuple[str, str], list[str]] = {}
     for actions, form in sc.post:
-        code.post.append((list(actions), _post(form, sc.output, widths_of)))
-    del by_array
+        names = _post_names(form, widths_of)
+        for n, t in form.temps:
+            read = {x for x in opgraph.leaves([t]) if x.startswith("meta.") and x.endswith("_rv0")}
+            line = f"{names[n][0]} = {text(t, names, 'tna')};"
+            for act in actions:
+                for r in read:
+                    temps_of.setdefault((act, r), []).append(line)
+    declared: set[str] = set()
+    for c in sc.ops:
+        for i, a in enumerate(arrays):
+            run = next((x for x in c.runs if x.array == a.name), None)
+            if i == 0:
+                name = c.action
+            elif run is None:
+                name = f"dt_{st.name}_word{i}_miss"
+            else:
+                name = decision.array_action(a.name, c.op, c.copy)
+            body = []
+            if run is not None:
+                where = word_index(st.name, a.word) if role == "bitmap" else index(plan, role, st.name)
+                call = f"{_ra_name(run.array, c.op, c.copy)}.execute({where})"
+                if run.carriers:
+                    body.append(f"meta.{run.carriers[0]} = {call};")
+                    body += temps_of.get((c.action, f"meta.{run.carriers[0]}"), [])   # same stage, on the word
+                elif run.target:
+                    body.append(f"{run.target} = {call};")
+                else:
+                    body.append(f"{call};")
+            r = c.result
+            if i == 0 and r is not None and not c.after and not (r.kind == "leaf" and r.args[0] == sc.output):
+                body.append(f"{sc.output} = {_direct_text(r)};")
+            if name not in declared:
+                declared.add(name)
+                code.actions.append((name, body))
+    for i in range(1, len(arrays)):
+        miss = f"dt_{st.name}_word{i}_miss"
+        if miss not in declared:
+            declared.add(miss)
+            code.actions.append((miss, []))
+        code.before.append(f"dt_{st.name}_word{i}.apply();")
+    for actions, form in sc.post:
+        code.post.append((list(actions), _choice(form, sc.output, widths_of)))
 
 
 def _leaf_names(e: Expr, widths_of: dict[str, int]) -> dict[str, tuple[str, int]]:
@@ -342,15 +414,19 @@ def _direct_text(e: Expr) -> str:
     return e.args[0]
 
 
-def _post(form: salu.MauForm, out: str, widths_of: dict[str, int]) -> list[str]:
-    """The stages after the ALU: temporaries, then a choice a gateway makes, assigning the output."""
-    lines = []
+def _post_names(form: salu.MauForm, widths_of: dict[str, int]) -> dict[str, tuple[str, int]]:
     names: dict[str, tuple[str, int]] = {}
     for e in [t for _n, t in form.temps] + [form.tree]:
         names.update(_leaf_names(e, widths_of))
-    for n, t in form.temps:
+    for n, _t in form.temps:
         names[n] = (f"meta.{n[len(TMP):]}", widths_of.get(n[len(TMP):], 32))
-        lines.append(f"{names[n][0]} = {text(t, names, 'tna')};")
+    return names
+
+
+def _choice(form: salu.MauForm, out: str, widths_of: dict[str, int]) -> list[str]:
+    """The gateway tests on the temporaries, assigning the output."""
+    names = _post_names(form, widths_of)
+    lines: list[str] = []
 
     def go(e: Expr, ind: str) -> None:
         if e.kind == "ite":
@@ -367,19 +443,19 @@ def _post(form: salu.MauForm, out: str, widths_of: dict[str, int]) -> list[str]:
 
 
 def _tna_values(plan: Plan, st, sc: salu_steps.StepCode, code: StepCode) -> None:
+    """The values step: its actions set ``values_op``; each value array's table ``run_<array>`` then runs
+    that op's RegisterAction (in the stage the array sits in, in every pipeline pass)."""
     codes = plan.codes.ops["values"]
     for c in sc.ops:
         code.actions.append((c.action, [f"meta.values_op = {codes[c.op]};"]))
     for a in sc.arrays:
-        first = True
+        outs = salu_steps.outputs_of("values", a)
         for c in sc.ops:
-            if not any(run.array == a.name for run in c.runs):
-                continue
-            outs = salu_steps.outputs_of("values", a)
-            call = f"{_ra_name(a.name, c.op, None)}.execute({', '.join([_INDEX['values']] + outs[1:])})"
-            code.dispatch.append(f"{'if' if first else 'else if'} (meta.values_op == {codes[c.op]}) "
-                                 f"{{ {outs[0]} = {call}; }}")
-            first = False
+            if any(run.array == a.name for run in c.runs):
+                call = f"{_ra_name(a.name, c.op, None)}.execute({', '.join([_INDEX['values']] + outs[1:])})"
+                code.actions.append((decision.array_action(a.name, c.op, None), [f"{outs[0]} = {call};"]))
+        code.actions.append((f"run_{a.name}_miss", []))
+        code.dispatch.append(f"run_{a.name}.apply();")
 
 
 # -- the program ------------------------------------------------------------------------------------
@@ -392,6 +468,9 @@ def steps(plan: Plan) -> list[StepCode]:
     caps = SaluCaps.of(plan.target) if arch in ("tna", "t2na") else None
     for st in plan.decision.steps:
         code = StepCode(st.name, st.role)
+        table = plan.table(f"dt_{st.name}")
+        if table.default_action == f"{st.name}_miss":
+            code.actions.append((table.default_action, []))      # never taken: every key combination has an entry
         if arch == "v1model":
             keyed = decision.copy_keyed(st)
             for op in salu_steps.used_ops(st):

@@ -299,7 +299,7 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
                      jobs=len(jobs), value_width=max(widths or [32]))
     ctx = S.SearchContext(profile, jobs[0].workload, base, protocols.decision_table(variant, protocol))
     layouts = []
-    for e, p, mode, pipes, w in S.shapes(profile, protocol, widths or [32]):
+    for e, p, mode, pipes, w in S.shapes(ctx, widths or [32]):
         spec = replace(base, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
         smax = S.largest_slots(ctx, spec, shape)

@@ -14,6 +14,8 @@ the optimum on the cost model over the whole space; its size is reported.
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -89,9 +91,14 @@ class SearchContext:
     table: DecisionTable
     headroom: float = 1.0      # the window over the smallest that reaches the other bounds (dense jobs)
 
-    @property
-    def deps(self) -> dict[str, set[str]]:
-        return placement.step_dependencies(self.table)
+    @functools.cached_property
+    def deps(self) -> placement.Timing:
+        """When each decision step may run on the target (:func:`p4gen.placement.timing`)."""
+        return placement.timing(self.profile, self.table, self.base.max_workers, self.base.value_width)
+
+    def timing(self, shape: PassShape) -> placement.Timing:
+        """:attr:`deps` with the stages ``shape`` needs after its value arrays."""
+        return self.deps.with_tail(placement.tail_stages(self.profile, shape.passes, shape.mode))
 
 
 def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
@@ -102,8 +109,9 @@ def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
     return top
 
 
-def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tuple[int, int, str, int, int]]:
+def shapes(ctx: "SearchContext", widths: list[int]) -> list[tuple[int, int, str, int, int]]:
     """Every (elements, passes, mode, pipes, width) the frame, pass and lane limits and the PHV allow."""
+    profile, protocol = ctx.profile, ctx.base.protocol
     out = []
     lanes = profile.lanes_per_register
     budget = profile.phv_budget_bits
@@ -116,7 +124,8 @@ def shapes(profile: TargetProfile, protocol: str, widths: list[int]) -> list[tup
                     continue
                 modes = ["resident"] + (["stream"] if p > 1 and profile.is_tna else [])
                 for mode in modes:
-                    if budget is not None and phv_bits(protocol, e, p, mode, w) > budget:
+                    if budget is not None and phv_bits(profile, ctx.table, replace(ctx.base, value_width=w), e, p,
+                                                       mode) > budget:
                         continue
                     for pipes in sorted({1, p}):
                         if pipes > 1 and (not profile.is_tna or pipes > profile.pipes):
@@ -138,7 +147,7 @@ def _fits(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> place
     limit = ctx.profile.max_register_entries
     if limit is not None and any(r["entries"] > limit for r in regs):
         return None
-    return placement.place(ctx.profile, regs, ctx.deps)
+    return placement.place(ctx.profile, regs, ctx.timing(shape))
 
 
 def largest_slots(ctx: SearchContext, spec: Spec, shape: PassShape) -> int:
@@ -219,7 +228,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
     if not 1 <= headroom <= 100:
         raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
     ctx = SearchContext(profile, workload, base, protocols.decision_table(variant, protocol), headroom)
-    all_shapes = shapes(profile, protocol, widths)
+    all_shapes = shapes(ctx, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
         spec = replace(base, elements_per_packet=e, value_width=w)
@@ -259,7 +268,8 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
     result = SearchResult(profile, workload, objective, best, runners, references(ctx, all_fitted), len(all_shapes),
                           len(all_fitted), MAX_HEADER_SLOTS)
     if certify and profile.has_stage_limits:
-        result.certified = placement.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots), ctx.deps,
+        result.certified = placement.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots),
+                                             ctx.timing(best.shape),
                                          best.stages_used)
     return result
 
@@ -286,7 +296,7 @@ def _window_limit(ctx: SearchContext, fitted, fastest: list[Candidate | None]) -
     if smax >= MAX_HEADER_SLOTS:
         limit = f"the {MAX_HEADER_SLOTS.bit_length() - 1}-bit slot field of pool_index allows {MAX_HEADER_SLOTS}"
     elif ctx.profile.has_stage_limits:
-        limit = (f"{ctx.profile.name}'s SRAM ({ctx.profile.sram_blocks_per_stage} blocks per stage, "
+        limit = (f"{ctx.profile.name}'s SRAM ({ctx.profile.register_sram_limit} blocks per stage, "
                  f"{ctx.profile.stages} stages) fits {smax}")
     else:
         limit = f"{ctx.profile.name} allows {ctx.profile.max_register_entries} entries per register: {smax} slots"

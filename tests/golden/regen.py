@@ -22,21 +22,22 @@ HERE = Path(__file__).resolve().parent
 CASES = [
     ("tofino", "switchml", {"slots": 512}),
     ("tofino", "switchml-reference", {"slots": 512, "variant": "reference"}),
-    ("tofino", "switchml-2pass", {"slots": 512, "elements_per_packet": 128}),
+    ("tofino", "switchml-2pass", {"slots": 512, "elements_per_packet": 32}),
     ("tofino2", "switchml", {"slots": 512}),
     ("bmv2", "switchml", {"slots": 512}),
     ("bmv2", "switchml-reference", {"slots": 512, "variant": "reference"}),
     ("tofino", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
     ("tofino2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
     ("bmv2", "omnireduce", {"slots": 512, "protocol": "omnireduce"}),
-    # layouts p4gen plan chooses: 1 KiB in 4 streamed passes (each pass parses only its 64 values), in one
-    # pipe or folded over 4; 512 B in 2 resident passes folded over 2 pipes; Tofino2's 360 in 3 folded passes
-    ("tofino", "switchml-stream4", {"slots": 512, "elements_per_packet": 256}),
-    ("tofino", "switchml-stream4-folded", {"slots": 512, "elements_per_packet": 256,
+    # layouts p4gen plan chooses: 256 B in 4 streamed passes (each pass parses only its 16 values), in one
+    # pipe or folded over 4; 128 B in 2 resident passes folded over 2 pipes; Tofino2's 300 in 3 folded passes
+    ("tofino", "switchml-stream4", {"slots": 512, "elements_per_packet": 64,
+                                    "shape": {"passes": 4, "mode": "stream", "pipes": 1}}),
+    ("tofino", "switchml-stream4-folded", {"slots": 512, "elements_per_packet": 64,
                                            "shape": {"passes": 4, "mode": "stream", "pipes": 4}}),
-    ("tofino", "switchml-2pass-folded", {"slots": 512, "elements_per_packet": 128,
+    ("tofino", "switchml-2pass-folded", {"slots": 512, "elements_per_packet": 32,
                                          "shape": {"passes": 2, "mode": "resident", "pipes": 2}}),
-    ("tofino2", "switchml-stream3-folded", {"slots": 512, "elements_per_packet": 360,
+    ("tofino2", "switchml-stream3-folded", {"slots": 512, "elements_per_packet": 300,
                                             "shape": {"passes": 3, "mode": "stream", "pipes": 3}}),
 ]
 
