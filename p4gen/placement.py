@@ -31,8 +31,11 @@ from functools import lru_cache
 from itertools import combinations
 from typing import Any
 
+from . import decision
 from .decision import DecisionTable
 from .target import TargetProfile
+
+COUNTER_ENTRY_BITS = 128     # a packets-and-bytes counter entry: two 64-bit counts
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Timing:
     latency: dict[str, int] = field(default_factory=dict)       # role -> stages until its result is keyed on (1)
     values_gap: int = 0                                         # stages from the values step's keys to its arrays
     tail: int = 0                                               # stages after the last array's (moving values)
+    counter_blocks: int = 0     # SRAM blocks the packet counter takes in the first stage the value arrays may use
 
     def first(self, role: str) -> int:
         return self.earliest.get(role, 1)
@@ -62,15 +66,20 @@ class Timing:
 
     def key(self) -> tuple:
         return (tuple(sorted((k, tuple(sorted(v))) for k, v in self.deps.items())),
-                tuple(sorted(self.earliest.items())), tuple(sorted(self.latency.items())), self.values_gap, self.tail)
+                tuple(sorted(self.earliest.items())), tuple(sorted(self.latency.items())), self.values_gap, self.tail,
+                self.counter_blocks)
 
     @classmethod
     def from_key(cls, k: tuple) -> "Timing":
-        deps, earliest, latency, gap, tail = k
-        return cls({r: frozenset(d) for r, d in deps}, dict(earliest), dict(latency), gap, tail)
+        deps, earliest, latency, gap, tail, counter = k
+        return cls({r: frozenset(d) for r, d in deps}, dict(earliest), dict(latency), gap, tail, counter)
 
     def with_tail(self, tail: int) -> "Timing":
-        return Timing(self.deps, self.earliest, self.latency, self.values_gap, tail)
+        return Timing(self.deps, self.earliest, self.latency, self.values_gap, tail, self.counter_blocks)
+
+    def values_first(self, avail: dict[str, int]) -> int:
+        """The first stage the value arrays may sit in, given when the results they key on are available."""
+        return max([self.first("values")] + [avail[d] + self.values_gap for d in self.deps.get("values", ())])
 
     def ready(self, role: str, stage: int, avail: dict[str, int]) -> bool:
         """Whether ``role``'s arrays may sit in ``stage`` given when each placed step's result is available."""
@@ -95,7 +104,10 @@ def timing(profile: TargetProfile, table: DecisionTable, max_workers: int, value
     for role, (split, before) in facts.items():
         latency[role] = 2 if split else 1
         earliest[role] = 2 if before else 1
-    return Timing(deps, earliest, latency, values_gap=1)
+    # the packet counter counts after the outcome table, which keys on what the values' table keys on: it
+    # sits in the first stage of the value arrays, in the SRAM their stateful ALUs reach
+    counter = profile.sram_blocks_for(len(decision.STATS), COUNTER_ENTRY_BITS) if profile.sram_block_words else 0
+    return Timing(deps, earliest, latency, values_gap=1, counter_blocks=counter)
 
 
 def tail_stages(profile: TargetProfile, passes: int, mode: str) -> int:
@@ -148,6 +160,7 @@ def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv:
     """Every way stage ``stage`` can be filled from this state: (steps placed there, value arrays placed)."""
     ready = sorted((r for r in roles - placed if tm.ready(r, stage, avail)), key=order.get)
     values_ready = nv < nvalues and tm.ready("values", stage, avail)
+    counter = tm.counter_blocks if values_ready and stage == tm.values_first(avail) else 0
     for k in range(len(ready), -1, -1):        # every ready step first: the earliest stages win ties
         for chosen in combinations(ready, k):
             a = sum(size[r][0] for r in chosen)
@@ -156,7 +169,7 @@ def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv:
                 continue
             take = 0
             if values_ready:
-                room = alus - a if not vblocks else min(alus - a, (sram - b) // vblocks)
+                room = alus - a if not vblocks else min(alus - a, max(0, sram - b - counter) // vblocks)
                 take = max(0, min(room, nvalues - nv))
             yield chosen, take
 
@@ -252,9 +265,15 @@ def certify(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing, stag
                     opt.add(z3.Implies(x[d] + tm.lat(d) + tm.values_gap > s, ns == 0))
             elif role in x:
                 opt.add(x[role] >= x[d] + tm.lat(d))
+    vdeps = [d for d in tm.deps.get("values", ()) if d in x]
+    vfirst = tm.first("values")
+    for d in vdeps:
+        vfirst = z3.If(x[d] + tm.lat(d) + tm.values_gap > vfirst, x[d] + tm.lat(d) + tm.values_gap, vfirst)
     for s, ns in n.items():
+        counter = z3.If(z3.And(ns > 0, vfirst == s), tm.counter_blocks, 0) if tm.counter_blocks else 0
         opt.add(z3.Sum([z3.If(x[r] == s, a, 0) for r, a, _ in steps]) + ns <= profile.alus_per_stage)
-        opt.add(z3.Sum([z3.If(x[r] == s, b, 0) for r, _, b in steps]) + ns * vb <= profile.register_sram_limit)
+        opt.add(z3.Sum([z3.If(x[r] == s, b, 0) for r, _, b in steps]) + ns * vb + counter
+                <= profile.register_sram_limit)
     h = opt.minimize(last)
     if opt.check() != z3.sat:
         return False

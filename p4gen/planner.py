@@ -216,7 +216,7 @@ def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slot
             cap = _value_capacity(profile, table, spec)
             lay.failure = ("elements", f"elements_per_packet={elements} cannot be split into at most {profile.max_passes} "
                                        f"equal passes of at most {(cap or 0) * lanes} values ({cap} value arrays of {lanes} "
-                                       f"lanes per pass on {profile.name}, {variant} variant)")
+                                       f"lane{'s' if lanes > 1 else ''} per pass on {profile.name}, {variant} variant)")
             return lay
         lay.passes, lay.per_pass, lay.mode = split
     else:
@@ -264,12 +264,15 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
     for r in regs:
         r["sram_blocks"] = profile.sram_blocks_for(r["entries"], r["entry_bits"]) if profile.sram_block_words else 0
     stages = []
+    counter_stage = _counter_stage(regs, tm)
     for s in range(nstages):
         in_stage = [r for r in regs if r["stage"] == s]
         st = {"index": s, "registers": [r["name"] for r in in_stage], "alus_used": len(in_stage),
               "sram_blocks_used": sum(r["sram_blocks"] for r in in_stage)}
         if s == 0:
             st["tables"] = ["workers", "l2_forward"]
+        if s == counter_stage and tm.counter_blocks:
+            st["counter_sram_blocks"] = tm.counter_blocks
         if profile.has_stage_limits:
             st["alus_limit"] = profile.alus_per_stage
             st["sram_blocks_limit"] = profile.register_sram_limit
@@ -277,11 +280,14 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
     lay.registers, lay.stages = regs, stages
     if profile.has_stage_limits:
         for st in stages:
-            if st["sram_blocks_used"] > profile.register_sram_limit:
+            used = st["sram_blocks_used"] + st.get("counter_sram_blocks", 0)
+            if used > profile.register_sram_limit:
                 big = max((r for r in regs if r["stage"] == st["index"]), key=lambda r: r["sram_blocks"])
-                lay.failure = ("slots", f"slots={slots} needs {st['sram_blocks_used']} SRAM blocks in stage {st['index']} "
-                                        f"({len(st['registers'])} arrays of {big['entries']} x {big['entry_bits']}-bit entries); "
-                                        f"{profile.name} gives registers {profile.register_sram_limit} per stage")
+                counter = (f" and the packet counter's {st['counter_sram_blocks']}" if st.get("counter_sram_blocks")
+                           else "")
+                lay.failure = ("slots", f"slots={slots} needs {used} SRAM blocks in stage {st['index']} "
+                                        f"({len(st['registers'])} arrays of {big['entries']} x {big['entry_bits']}-bit entries"
+                                        f"{counter}); {profile.name} gives registers {profile.register_sram_limit} per stage")
                 return lay
     if profile.max_register_entries is not None:
         for r in regs:
@@ -290,6 +296,18 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
                                         f"{profile.name} allows {profile.max_register_entries}")
                 return lay
     return lay
+
+
+def _counter_stage(regs: list[dict[str, Any]], tm: placement.Timing) -> int | None:
+    """The stage the packet counter shares with the first value arrays (None: no value arrays)."""
+    if not any(r["role"] == "values" for r in regs):
+        return None
+    avail = {}
+    for r in regs:
+        if r["role"] != "values":
+            avail[r["role"]] = max(avail.get(r["role"], 0), r["stage"] + tm.lat(r["role"]))
+    first = tm.values_first(avail) if all(d in avail for d in tm.deps.get("values", ())) else None
+    return first if first is not None and any(r["role"] == "values" and r["stage"] == first for r in regs) else None
 
 
 def _build_layout(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,

@@ -71,9 +71,11 @@ def test_user_target_file_builds(tmp_path, capsys):
     path.write_text(text)
     assert main(["build", "--target-file", str(path), "--out", str(tmp_path / "o")]) == 0
     plan = json.loads((tmp_path / "o" / "plan.json").read_text())
-    # 8 stages: workers | chunk | bitmap | counter+exponent | 4 value stages of 4 pairs = 32 values
+    # 8 stages leave the hardened variant's values no stage (chunk 2, bitmap 4 and its test, counter 6, the
+    # values' table 7): the reference variant (bitmap 1, counter 3, exponent 4) has 3 stages of 4 value
+    # arrays, and the largest power of two of them is 8
     assert plan["target"]["name"] == "tofino-small"
-    assert plan["params"]["elements_per_packet"] == 32
+    assert (plan["variant"], plan["params"]["elements_per_packet"]) == ("reference", 8)
 
 
 def test_usage_error_is_one_line(capsys):
@@ -126,19 +128,25 @@ def test_decision_table_is_rendered_entry_for_entry(variant):
 
 
 def test_multi_pass_plan_and_program():
-    plan = make_plan(make_spec(slots=512, elements_per_packet=128), load_target("tofino"))
-    assert (plan.params.passes, plan.params.elements_per_pass, plan.params.pass_bits) == (2, 64, 1)
+    # 24 reference values a pass (28 fit one, 24 two resident passes: a stage rotates the values)
+    plan = make_plan(make_spec(slots=512, elements_per_packet=48, variant="reference"), load_target("tofino"))
+    assert (plan.params.passes, plan.params.elements_per_pass, plan.params.pass_bits) == (2, 24, 1)
+    assert plan.params.pass_mode == "resident"
     assert all(r.entries == 2 * 512 * 2 for r in plan.registers_of("values"))
     p4 = render_p4(plan)
     assert "hdr.recirc.setValid();" in p4 and "data_h data1;" in p4 and "RECIRC_PORT = 68;" in p4
+    assert "rotate_values();" in p4
+    # 32 hardened values: 16 a pass, which fit only streamed passes (no stage to rotate them)
+    plan = make_plan(make_spec(slots=512, elements_per_packet=32), load_target("tofino"))
+    assert (plan.params.passes, plan.params.elements_per_pass, plan.params.pass_mode) == (2, 16, "stream")
 
 
 def test_variant_auto_prefers_hardened_and_reports_the_other():
     plan = make_plan(make_spec(slots=512), load_target("tofino"))
     assert plan.variant == "hardened"
     alt = plan.to_dict()["alternative"]
-    assert alt == {"variant": "reference", "fits": True, "register_arrays": 35, "register_arrays_delta": -1,
-                   "stages": 12, "stages_delta": 0, "sram_blocks": 70, "sram_blocks_delta": -2,
+    assert alt == {"variant": "reference", "fits": True, "register_arrays": 19, "register_arrays_delta": -1,
+                   "stages": 9, "stages_delta": -3, "sram_blocks": 38, "sram_blocks_delta": -2,
                    "register_bits_delta": -32768}
 
 

@@ -24,7 +24,6 @@ from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.job_split import Job, equal_split, plan_jobs
 from p4gen.layout.search import SearchContext, largest_slots, search, shapes
 from p4gen.pass_shape import PassShape
-from p4gen.placement import step_dependencies
 from p4gen.planner import fit, make_plan
 from p4gen.registers import Geometry as RegisterGeometry, register_arrays
 from p4gen.spec import make_spec
@@ -45,7 +44,7 @@ EXAMPLES = HERE.parent / "docs" / "examples"
 MINI = profile_from_mapping({
     "name": "mini", "arch": "tna", "description": "small test profile", "pipes": 2, "stages": 6,
     "alus_per_stage": 2, "alu_width_bits": 64, "lanes_per_register": 2, "sram_blocks_per_stage": 6,
-    "sram_block_words": 16, "sram_block_width_bits": 128, "register_spare_blocks": 1, "phv_bits": 1300,
+    "sram_block_words": 16, "sram_block_width_bits": 128, "register_spare_blocks": 1, "phv_bits": 1800,
     "tagalong_bits": 0, "max_passes": 2, "mtu_bytes": 200, "aggregate_rate_gbps": 1600.0, "port_gbps": 100.0,
     "recirc_gbps": 100.0, "pass_latency_ns": 1000.0}, "test")
 
@@ -99,8 +98,8 @@ def test_sparse_rounds_follow_the_union_of_blocks():
 
 
 # -- the inner level: exact, against brute force and Z3 ----------------------------------------------------
-def _brute_stages(profile, regs, deps) -> int | None:
-    stages = range(1, profile.stages)
+def _brute_stages(profile, regs, tm) -> int | None:
+    stages = range(1, profile.stages - tm.tail)
     best = None
     roles = sorted({r["role"] for r in regs})
     for combo in itertools.product(stages, repeat=len(regs)):
@@ -108,13 +107,15 @@ def _brute_stages(profile, regs, deps) -> int | None:
         by_role = {ro: [st[r["name"]] for r in regs if r["role"] == ro] for ro in roles}
         if any(ro != "values" and len(set(v)) > 1 for ro, v in by_role.items()):
             continue
-        if any(min(by_role[ro]) <= max(by_role[d]) for ro, ds in deps.items() if ro in by_role
-               for d in ds if d in by_role):
+        if any(min(v) < tm.first(ro) for ro, v in by_role.items()):
+            continue
+        if any(min(by_role[ro]) < max(by_role[d]) + tm.lat(d) + (tm.values_gap if ro == "values" else 0)
+               for ro, ds in tm.deps.items() if ro in by_role for d in ds if d in by_role):
             continue
         ok = True
         for s in stages:
             here = [r for r in regs if st[r["name"]] == s]
-            if len(here) > profile.alus_per_stage or sum(inner.blocks(profile, r) for r in here) > profile.sram_blocks_per_stage:
+            if len(here) > profile.alus_per_stage or sum(inner.blocks(profile, r) for r in here) > profile.register_sram_limit:
                 ok = False
                 break
         if ok:
@@ -124,18 +125,27 @@ def _brute_stages(profile, regs, deps) -> int | None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("timed", [False, True])
 @pytest.mark.parametrize("variant,values,slots", [("hardened", 1, 4), ("hardened", 3, 8), ("hardened", 3, 20),
                                                   ("reference", 2, 30), ("reference", 4, 8), ("hardened", 2, 60)])
-def test_inner_placement_is_the_brute_force_minimum(variant, values, slots):
+def test_inner_placement_is_the_brute_force_minimum(variant, values, slots, timed):
+    """The placement search and Z3 against every placement, with each result one stage after its step, and
+    (``timed``) with a Tofino-like timing: a first step that waits a stage, a result a gateway computes
+    from a returned word (two stages), the values a stage after their table."""
     spec = make_spec(slots=slots, variant=variant, max_workers=32)
     regs = layout_registers(spec, variant, slots, 2 * values, 2, 0)
-    deps = step_dependencies(protocols.decision_table(variant))
-    found = inner.place(MINI, regs, deps)
-    brute = _brute_stages(MINI, regs, deps)
+    table = protocols.decision_table(variant)
+    prof = dataclasses.replace(MINI, stages=8) if timed else MINI
+    deps = inner.timing(prof, table, 32, 32)
+    if timed:
+        first = table.steps[0].role
+        deps = inner.Timing(deps.deps, {first: 2}, {"bitmap": 2}, values_gap=1)
+    found = inner.place(prof, regs, deps)
+    brute = _brute_stages(prof, regs, deps)
     assert (found.stages_used if found else None) == brute
     if found:
-        assert inner.certify(MINI, regs, deps, found.stages_used)
-        assert not inner.certify(MINI, regs, deps, found.stages_used - 1)
+        assert inner.certify(prof, regs, deps, found.stages_used)
+        assert not inner.certify(prof, regs, deps, found.stages_used - 1)
 
 
 def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
@@ -144,7 +154,7 @@ def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
     prof = dataclasses.replace(MINI, stages=8, alus_per_stage=4)
     spec = make_spec(slots=40, max_workers=32, elements_per_packet=8)
     regs = layout_registers(spec, "hardened", 40, 8, 2, 0)
-    found = inner.place(prof, regs, step_dependencies(protocols.decision_table("hardened")))
+    found = inner.place(prof, regs, inner.timing(prof, protocols.decision_table("hardened"), 32, 32))
     assert found is not None
     lay = fit(spec, prof)
     assert {r["name"]: r["stage"] for r in lay.registers} == found.stage_of
@@ -161,7 +171,7 @@ def test_search_optimum_equals_brute_force(rtt):
     ctx = SearchContext(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
                         protocols.decision_table("hardened"))
     best = None
-    for e, p, mode, pipes, w in shapes(MINI, "switchml", [32]):
+    for e, p, mode, pipes, w in shapes(ctx, [32]):
         spec = make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
         top = largest_slots(ctx, spec, shape)
@@ -170,7 +180,7 @@ def test_search_optimum_equals_brute_force(rtt):
             best = t if best is None else min(best, t)
         # one slot more than the bisection's answer does not fit
         regs = layout_registers(spec, "hardened", top + 1, e // p, 2, (p - 1).bit_length(), pipes)
-        assert inner.place(MINI, regs, ctx.deps) is None
+        assert inner.place(MINI, regs, ctx.timing(shape)) is None
     assert res.best.prediction.time_s == pytest.approx(best, rel=1e-12)
 
 

@@ -59,7 +59,7 @@ def test_a_compile_without_resource_logs_is_refused(tmp_path, monkeypatch, capsy
     _stand_in(tmp_path, "exit 0\n")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     assert main(["build", "--target", "tofino", "--slots", "64", "--compile", "--out", str(tmp_path / "o")]) == 1
-    assert "wrote no logs/resources.json" in capsys.readouterr().err
+    assert "wrote no logs/resources.json and logs/phv.json" in capsys.readouterr().err
 
 
 def test_first_error_takes_the_message_after_a_bare_location():
@@ -70,7 +70,7 @@ def test_first_error_takes_the_message_after_a_bare_location():
 
 _LOGS = r"""out=out; mkdir -p $out/pipe/logs
 echo '{"resources":{"mau":{"nStages":12,"mau_stages":[{"stage_number":0,"rams":{"srams":[{"row":0,"column":2,"usages":[{"used_by":"P4genIngress.workers","used_for":"match"}]}]},"hash_bits":{"bits":[{"hash_bit":0},{"hash_bit":1}]}},{"stage_number":3,"rams":{"srams":[{"row":1,"column":2,"usages":[{"used_by":"P4genIngress.chunk","used_for":"stateful_ram"}]},{"row":1,"column":3,"usages":[{"used_by":"P4genIngress.chunk","used_for":"stateful_ram"}]}]},"meter_alus":{"meters":[{"row":1,"usages":[{"used_by":"P4genIngress.chunk","used_for":"stateful_ram"}]}]},"tcams":{"tcams":[{"row":0,"column":0,"usages":[]}]}}]}}}' > $out/pipe/logs/resources.json
-echo '{"phv":{"normal":[{"bit_width":32,"containers_occupied":3,"bits_occupied":90},{"bit_width":8,"containers_occupied":2,"bits_occupied":9}]}}' > $out/pipe/logs/metrics.json
+echo '{"containers":[{"bit_width":32,"container_type":"normal","slices":[{"field_slice":{"field_name":"hdr.agg.tsi","slice_info":{"lsb":0,"msb":31}}}]},{"bit_width":32,"container_type":"normal","slices":[{"field_slice":{"field_name":"meta.vidx","slice_info":{"lsb":0,"msb":31}}}]},{"bit_width":32,"container_type":"normal","slices":[{"field_slice":{"field_name":"meta.mask0","slice_info":{"lsb":0,"msb":25}}}]},{"bit_width":32,"container_type":"normal","slices":[]},{"bit_width":8,"container_type":"normal","slices":[{"field_slice":{"field_name":"meta.cmp","slice_info":{"lsb":0,"msb":7}}}]},{"bit_width":8,"container_type":"tagalong","slices":[{"field_slice":{"field_name":"meta.known","slice_info":{"lsb":0,"msb":0}}}]}]}' > $out/pipe/logs/phv.json
 """
 
 
@@ -82,8 +82,9 @@ def test_a_compiled_build_reports_what_was_allocated_beside_the_prediction(tmp_p
     text = (out / "report.txt").read_text()
     assert "  compiled by  p4c-barefoot Version 9.9; its log is compile.log" in text
     rows = {ln[2:16].strip(): ln[16:].split() for ln in text.splitlines()[-40:] if ln.startswith("  ") and len(ln) > 16}
-    assert rows["stages"][1] == "4" and rows["stateful ALUs"][1] == "1" and rows["SRAM blocks"][1] == "3"
+    assert rows["stages"][1] == "4" and rows["stateful ALUs"][1] == "1" and rows["SRAM registers"][1] == "2"
+    assert rows["SRAM all"] == ["-", "3"]
     assert rows["TCAM blocks"] == ["-", "1"] and rows["PHV bits"][1] == "99" and rows["hash bits"] == ["-", "2"]
-    assert "  PHV containers 32b 3, 8b 2" in text
+    assert "  PHV containers 32b 3, 8b 1, 8b tagalong 1" in text       # the empty container is not counted
     assert "        chunk 3" in text and "bitmap0 -" in text        # chunk landed in stage 3; bitmap0 not in the logs
-    assert (out / "compiler-resources.json").is_file() and (out / "compiler-metrics.json").is_file()
+    assert (out / "compiler-resources.json").is_file() and (out / "compiler-phv.json").is_file()

@@ -1,0 +1,87 @@
+"""The Tofino goldens and a sample of bench/tofino.py's sweep, compiled by the real Tofino compiler.
+
+Each build runs ``p4gen build --compile`` as a user does (the compiler, then its assembler) and reads
+what it allocated: the program must compile, and p4gen's prediction must be what the compiler did (the
+same stages and stateful ALUs, the registers' SRAM blocks and the PHV bits within 10%).  A
+configuration p4gen refuses is built with the target's limits lifted and must be refused by the
+compiler too.  Skipped where no Tofino compiler (``bf-p4c`` or p4c's ``p4c-barefoot``) is on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from p4gen import tofino_compiler
+from p4gen.build import build
+from p4gen.errors import CompileError, InfeasibleError
+from p4gen.pass_shape import shape_from_dict
+from p4gen.spec import make_spec
+from p4gen.target import load_target, profile_from_mapping
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "golden"))
+import regen  # noqa: E402
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(tofino_compiler.find() is None,
+                       reason="the Tofino compiler (bf-p4c or p4c-barefoot) is not on PATH"),
+]
+
+TNA_CASES = [(t, s, f) for t, s, f in regen.CASES if t != "bmv2"]
+
+
+def _within(pred: int, alloc: int, pct: float = 10.0) -> bool:
+    return abs(pred - alloc) <= pct / 100.0 * max(alloc, 1)
+
+
+def _compile(target: str, fields: dict, out: Path) -> dict:
+    fields = dict(fields)
+    shape = shape_from_dict(fields.pop("shape")) if "shape" in fields else None
+    build(make_spec(**fields), load_target(target), out, use_cache=False, compile_p4=True, shape=shape)
+    return json.loads((out / "report.json").read_text())
+
+
+@pytest.mark.parametrize("target,stem,fields", TNA_CASES, ids=[f"{t}-{s}" for t, s, _ in TNA_CASES])
+def test_every_tna_golden_compiles_as_predicted(target, stem, fields, tmp_path):
+    rep = _compile(target, fields, tmp_path / "b")
+    pred, alloc = rep["totals"], rep["allocated"]
+    assert alloc["stages_used"] == pred["stages_used"], (pred, alloc)
+    assert alloc["stateful_alus"] == pred["alus_used"]
+    assert _within(pred["sram_blocks_used"], alloc["register_sram_blocks"]), (pred, alloc)
+    assert _within(pred["phv_bits_used"], alloc["phv_bits"]), (pred, alloc)
+    predicted_stage = {r: st["stage"] for st in rep["stages"] for r in st["registers"]}
+    assert set(alloc["register_stage"]) == set(predicted_stage)
+
+
+def _lifted(target: str):
+    prof = load_target(target).to_dict()
+    prof.update(name=f"{target}-lifted", description="limits lifted", stages=4 * prof["stages"],
+                sram_blocks_per_stage=1 << 14, register_sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
+    return profile_from_mapping(prof, "lifted")
+
+
+@pytest.mark.parametrize("target,fields", [
+    ("tofino", {"slots": 512, "elements_per_packet": 32}),          # hardened 16 a pass: 2 streamed passes
+    ("tofino", {"slots": 512, "elements_per_packet": 24, "variant": "reference"}),
+    ("tofino2", {"slots": 4096, "max_workers": 64}),
+])
+def test_a_sample_of_the_sweep_compiles_as_predicted(target, fields, tmp_path):
+    rep = _compile(target, fields, tmp_path / "b")
+    assert rep["allocated"]["stages_used"] == rep["totals"]["stages_used"]
+
+
+@pytest.mark.parametrize("target,fields", [
+    # a prime count of values does not split into passes: 17 value arrays in one pass (hardened: 16 fit), 29
+    # (reference: 28 fit)
+    ("tofino", {"slots": 512, "elements_per_packet": 17, "variant": "hardened"}),
+    ("tofino", {"slots": 512, "elements_per_packet": 29, "variant": "reference"}),
+])
+def test_what_p4gen_refuses_the_compiler_refuses(target, fields, tmp_path):
+    with pytest.raises(InfeasibleError):
+        build(make_spec(**fields), load_target(target), tmp_path / "p", use_cache=False)
+    with pytest.raises(CompileError):
+        build(make_spec(**fields), _lifted(target), tmp_path / "l", use_cache=False, compile_p4=True)
