@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from itertools import combinations
+from itertools import combinations, permutations
 from typing import Any
 
 from . import decision
@@ -120,14 +120,78 @@ def blocks(profile: TargetProfile, reg: dict[str, Any]) -> int:
     return profile.sram_blocks_for(reg["entries"], reg["entry_bits"]) if profile.sram_block_words else 0
 
 
-def _steps(regs: list[dict[str, Any]], profile: TargetProfile) -> tuple[tuple[str, int, int], ...]:
-    """(role, arrays, SRAM blocks) of every non-value step, in register order."""
-    out: dict[str, list[int]] = {}
+@dataclass(frozen=True)
+class RamGeometry:
+    """Where a stage's registers can sit: ``rows`` rows of ``per_row`` SRAM blocks (the ones with map
+    RAMs), a stateful ALU on every other row (the odd ones), and from an ALU's row a register's blocks
+    reach down ``reach`` rows, not across ``group`` rows (a memory core split in halves).  None of it
+    bounds a target without those facts: then only ``limit`` blocks in all."""
+    limit: int | None
+    rows: int = 0
+    per_row: int = 0
+    reach: int = 0
+    group: int = 0
+
+    @classmethod
+    def of(cls, profile: TargetProfile) -> "RamGeometry":
+        rows = profile.register_sram_rows
+        if not rows:
+            return cls(profile.register_sram_limit)
+        return cls(profile.register_sram_limit, rows, profile.register_sram_limit // rows,
+                   profile.register_sram_reach or rows, profile.register_sram_group or rows)
+
+    def fits(self, sizes: tuple[int, ...], counter: int = 0) -> bool:
+        """Whether registers of these SRAM blocks (and the packet counter's ``counter``) fit one stage."""
+        if self.limit is not None and sum(sizes) + counter > self.limit:
+            return False
+        if not self.rows or not sizes:
+            return True
+        return _packs(tuple(sorted(sizes, reverse=True)), self)
+
+
+@lru_cache(maxsize=65536)
+def _packs(sizes: tuple[int, ...], geo: RamGeometry) -> bool:
+    """Whether some order of the registers packs from the top row down: each starts on a stateful ALU's
+    row at or below where the last one ended (that ALU unused, with free blocks) and takes blocks row by
+    row downward, within its reach and its group of rows (the compiler's overflow bus runs down, one
+    register at a time through a row boundary; p4c backends/tofino/bf-p4c/mau/tofino/memories.cpp)."""
+    for order in set(permutations(sizes)):
+        free = [geo.per_row] * geo.rows
+        row = geo.rows - 1
+        ok = True
+        for need in order:
+            home = row if row % 2 == 1 else row - 1
+            while home >= 1 and free[home] == 0:
+                home -= 2
+            if home < 1:
+                ok = False
+                break
+            low = max(home - geo.reach, (home // geo.group) * geo.group)
+            x = home
+            while True:
+                take = min(free[x], need)
+                free[x] -= take
+                need -= take
+                if need == 0 or x == low:
+                    break
+                x -= 1
+            if need:
+                ok = False
+                break
+            row = x if x != home else home - 1      # the next register's ALU is below this one's
+        if ok:
+            return True
+    return False
+
+
+def _steps(regs: list[dict[str, Any]], profile: TargetProfile) -> tuple[tuple[str, int, tuple[int, ...]], ...]:
+    """(role, arrays, each array's SRAM blocks) of every non-value step, in register order."""
+    out: dict[str, list] = {}
     for r in regs:
         if r["role"] != "values":
-            a = out.setdefault(r["role"], [0, 0])
+            a = out.setdefault(r["role"], [0, ()])
             a[0] += 1
-            a[1] += blocks(profile, r)
+            a[1] += (blocks(profile, r),)
     return tuple((role, a, b) for role, (a, b) in out.items())
 
 
@@ -139,7 +203,7 @@ def place(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing) -> Pla
     vblocks = blocks(profile, values[0]) if values else 0
     steps = _steps(regs, profile)
     plan = _search(steps, len(values), vblocks, tm.key(), profile.stages - tm.tail, profile.alus_per_stage,
-                   profile.register_sram_limit)
+                   RamGeometry.of(profile))
     if plan is None:
         return None
     stage_of: dict[str, int] = {}
@@ -155,8 +219,8 @@ def place(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing) -> Pla
 
 
 def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv: int, nvalues: int, stage: int,
-                 tm: Timing, size: dict[str, tuple[int, int]], order: dict[str, int], vblocks: int, alus: int,
-                 sram: int):
+                 tm: Timing, size: dict[str, tuple[int, tuple[int, ...]]], order: dict[str, int], vblocks: int,
+                 alus: int, geo: RamGeometry):
     """Every way stage ``stage`` can be filled from this state: (steps placed there, value arrays placed)."""
     ready = sorted((r for r in roles - placed if tm.ready(r, stage, avail)), key=order.get)
     values_ready = nv < nvalues and tm.ready("values", stage, avail)
@@ -164,19 +228,20 @@ def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv:
     for k in range(len(ready), -1, -1):        # every ready step first: the earliest stages win ties
         for chosen in combinations(ready, k):
             a = sum(size[r][0] for r in chosen)
-            b = sum(size[r][1] for r in chosen)
-            if a > alus or b > sram:
+            b = tuple(x for r in chosen for x in size[r][1])
+            if a > alus or not geo.fits(b):
                 continue
             take = 0
             if values_ready:
-                room = alus - a if not vblocks else min(alus - a, max(0, sram - b - counter) // vblocks)
-                take = max(0, min(room, nvalues - nv))
+                take = max(0, min(alus - a, nvalues - nv))
+                while take and vblocks and not geo.fits(b + (vblocks,) * take, counter):
+                    take -= 1
             yield chosen, take
 
 
 @lru_cache(maxsize=65536)
-def _search(steps: tuple[tuple[str, int, int], ...], nvalues: int, vblocks: int, tkey: tuple, nstages: int,
-            alus: int, sram: int) -> tuple[tuple[frozenset, int], ...] | None:
+def _search(steps: tuple[tuple[str, int, tuple[int, ...]], ...], nvalues: int, vblocks: int, tkey: tuple,
+            nstages: int, alus: int, geo: RamGeometry) -> tuple[tuple[frozenset, int], ...] | None:
     """Per stage from 1: (steps placed there, value arrays placed there); None if nothing fits."""
     tm = Timing.from_key(tkey)
     size = {role: (a, b) for role, a, b in steps}
@@ -189,7 +254,7 @@ def _search(steps: tuple[tuple[str, int, int], ...], nvalues: int, vblocks: int,
         for (placed, avail_items), (nv, path) in frontier.items():
             avail = dict(avail_items)
             for chosen, take in _stage_moves(roles, placed, avail, nv, nvalues, stage, tm, size, order, vblocks,
-                                             alus, sram):
+                                             alus, geo):
                 new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
                 key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
                 cand = (nv + take, path + ((frozenset(chosen), take),))
@@ -212,7 +277,7 @@ def value_capacity(profile: TargetProfile, arrays: dict[str, int], tm: Timing) -
     if not profile.has_stage_limits:
         raise ValueError("a target without MAU stages holds any number of value arrays")
     roles = frozenset(arrays)
-    size = {r: (a, 0) for r, a in arrays.items()}
+    size = {r: (a, ()) for r, a in arrays.items()}
     order = {r: i for i, r in enumerate(arrays)}
     big = 1 << 30
     frontier: dict[tuple, int] = {(frozenset(), ()): 0}
@@ -222,7 +287,7 @@ def value_capacity(profile: TargetProfile, arrays: dict[str, int], tm: Timing) -
         for (placed, avail_items), nv in frontier.items():
             avail = dict(avail_items)
             for chosen, take in _stage_moves(roles, placed, avail, nv, big, stage, tm, size, order, 0,
-                                             profile.alus_per_stage, big):
+                                             profile.alus_per_stage, RamGeometry(None)):
                 new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
                 key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
                 nxt[key] = max(nxt.get(key, -1), nv + take)
@@ -269,11 +334,29 @@ def certify(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing, stag
     vfirst = tm.first("values")
     for d in vdeps:
         vfirst = z3.If(x[d] + tm.lat(d) + tm.values_gap > vfirst, x[d] + tm.lat(d) + tm.values_gap, vfirst)
+    # what a stage holds: for each set of steps in it, the most value arrays its ALUs and RAMs take beside them
+    # (RamGeometry.fits, tabulated: with and without the packet counter, which sits in the values' first stage)
+    geo = RamGeometry.of(profile)
     for s, ns in n.items():
-        counter = z3.If(z3.And(ns > 0, vfirst == s), tm.counter_blocks, 0) if tm.counter_blocks else 0
-        opt.add(z3.Sum([z3.If(x[r] == s, a, 0) for r, a, _ in steps]) + ns <= profile.alus_per_stage)
-        opt.add(z3.Sum([z3.If(x[r] == s, b, 0) for r, _, b in steps]) + ns * vb + counter
-                <= profile.register_sram_limit)
+        first = vfirst == s
+        for k in range(len(steps) + 1):
+            for chosen in combinations(steps, k):
+                roles_in = {c[0] for c in chosen}
+                here = z3.And([x[r] == s for r in roles_in] + [x[r] != s for r in x if r not in roles_in])
+                a = sum(c[1] for c in chosen)
+                sizes = tuple(b for c in chosen for b in c[2])
+                for with_counter in (False, True):
+                    counter = tm.counter_blocks if with_counter else 0
+                    if a > profile.alus_per_stage or not geo.fits(sizes):
+                        cap = -1
+                    else:
+                        cap = profile.alus_per_stage - a
+                        while cap > 0 and vb and not geo.fits(sizes + (vb,) * cap, counter):
+                            cap -= 1
+                    cond = z3.And(here, first if with_counter else z3.Not(first)) if tm.counter_blocks else here
+                    opt.add(z3.Implies(cond, ns <= cap) if cap >= 0 else z3.Not(cond))
+                    if not tm.counter_blocks:
+                        break
     h = opt.minimize(last)
     if opt.check() != z3.sat:
         return False

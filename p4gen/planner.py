@@ -279,15 +279,21 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
         stages.append(st)
     lay.registers, lay.stages = regs, stages
     if profile.has_stage_limits:
+        geo = placement.RamGeometry.of(profile)
         for st in stages:
             used = st["sram_blocks_used"] + st.get("counter_sram_blocks", 0)
-            if used > profile.register_sram_limit:
+            sizes = tuple(r["sram_blocks"] for r in regs if r["stage"] == st["index"])
+            if not geo.fits(sizes, st.get("counter_sram_blocks", 0)):
                 big = max((r for r in regs if r["stage"] == st["index"]), key=lambda r: r["sram_blocks"])
                 counter = (f" and the packet counter's {st['counter_sram_blocks']}" if st.get("counter_sram_blocks")
                            else "")
+                where = (f"{profile.name} gives registers {profile.register_sram_limit} per stage"
+                         if used > profile.register_sram_limit else
+                         f"{profile.name}'s stateful ALUs reach them only in rows of {geo.per_row}, each register "
+                         f"from its ALU's row down")
                 lay.failure = ("slots", f"slots={slots} needs {used} SRAM blocks in stage {st['index']} "
                                         f"({len(st['registers'])} arrays of {big['entries']} x {big['entry_bits']}-bit entries"
-                                        f"{counter}); {profile.name} gives registers {profile.register_sram_limit} per stage")
+                                        f"{counter}); {where}")
                 return lay
     if profile.max_register_entries is not None:
         for r in regs:

@@ -29,6 +29,9 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "lanes_per_register": (1, 2, True),
     "sram_blocks_per_stage": (1, 1 << 16, False),
     "register_sram_blocks_per_stage": (1, 1 << 16, False),
+    "register_sram_rows": (2, 64, False),
+    "register_sram_reach": (1, 64, False),
+    "register_sram_group": (2, 64, False),
     "sram_block_words": (1, 1 << 24, False),
     "sram_block_width_bits": (8, 4096, False),
     "register_spare_blocks": (0, 1 << 16, False),
@@ -64,6 +67,9 @@ class TargetProfile:
     alu_width_bits: int | None = None
     sram_blocks_per_stage: int | None = None
     register_sram_blocks_per_stage: int | None = None    # of those, the blocks registers can use
+    register_sram_rows: int | None = None        # ... in rows, a stateful ALU on every other one
+    register_sram_reach: int | None = None       # rows below its ALU's a register's blocks may sit
+    register_sram_group: int | None = None       # rows a register may not cross (a memory core's half)
     sram_block_words: int | None = None
     sram_block_width_bits: int | None = None
     register_spare_blocks: int | None = None

@@ -19,6 +19,7 @@ from p4gen.cli import main
 from p4gen.jobfile import parse_job
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
+from p4gen.errors import InfeasibleError
 from p4gen import placement as inner
 from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.job_split import Job, equal_split, plan_jobs
@@ -206,12 +207,17 @@ def test_returned_layouts_build_fit_and_verify(target, gbps):
                 compile_program(prof.arch, render_p4(plan).encode(), backend=False)      # p4test accepts it (the bmv2 goldens compile)
 
 
-def test_the_1kib_layout_switchml_runs_on_tofino1_now_fits():
-    plan = make_plan(make_spec(elements_per_packet=256), load_target("tofino"))
+def test_more_values_than_a_pass_holds_are_streamed_on_tofino1():
+    # 16 hardened values a pass; 64 in 4 passes: resident passes would need a stage after the values to rotate
+    # them (12 arrays a pass), so the passes are streamed (each parses its own 16)
+    plan = make_plan(make_spec(elements_per_packet=64), load_target("tofino"))
     assert plan.params.passes == 4 and plan.params.pass_mode == "stream"
     assert plan.resources.phv_bits_used <= 6144
     text = render_p4(plan)
-    assert "data_h data1;" not in text and "PHASE_HARVEST: accept;" in text
+    assert "data_h data1;" not in text and "PHASE_HARVEST: parse_harvest;" in text
+    # SwitchML's 256 values in 4 passes are 64 a pass: more than a Tofino1 pass of p4gen's program holds
+    with pytest.raises(InfeasibleError, match="at most 16 values"):
+        make_plan(make_spec(elements_per_packet=256, variant="hardened"), load_target("tofino"))
 
 
 # -- the CLI -----------------------------------------------------------------------------------------------
@@ -220,12 +226,12 @@ def test_plan_prints_best_references_and_builds_it(tmp_path, capsys):
     assert main(["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "10",
                  "--size", "256MiB", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "reference: p4gen default (64 per packet, 1 pass)" in text and "reference: SwitchML 256 in 4 passes" in text
+    assert "reference: p4gen default (16 per packet, 1 pass)" in text and "reference: SwitchML 256 in 4 passes" in text
     assert "Z3 Optimize confirms that 12 stages is the fewest" in text
     best = next(ln for ln in text.splitlines() if ln.startswith("best "))
-    assert best.split()[1:6] == ["256", "4", "7", "stream", "4"]
+    assert best.split()[1:6] == ["64", "4", "7", "stream", "4"]
     doc = json.loads(out.read_text())
-    assert doc["shape"]["passes"] == 4 and doc["spec"]["elements_per_packet"] == 256
+    assert doc["shape"]["passes"] == 4 and doc["spec"]["elements_per_packet"] == 64
     assert main(["build", "--layout", str(out), "--out", str(tmp_path / "b")]) == 0
     plan = json.loads((tmp_path / "b" / "plan.json").read_text())
     assert plan["params"]["pass_mode"] == "stream" and plan["params"]["pass_pipes"] == 4
@@ -245,8 +251,8 @@ BAD = [
      "link_gbps=200 exceeds tofino's fastest port (100 Gb/s)"),
     (["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "5000", "--size", "256MiB",
       "--fill-rtt"],
-     "filling a 5000 us RTT at 100 Gb/s needs a window of 74235 slots even with the closest layout (192 elements in 4 "
-     "pass(es) over 4 pipe(s)); tofino's SRAM (80 blocks per stage, 12 stages) fits 25600"),
+     "filling a 5000 us RTT at 100 Gb/s needs a window of 234369 slots even with the closest layout (48 elements in 4 "
+     "pass(es) over 4 pipe(s)); tofino's SRAM (48 blocks per stage, 12 stages) fits 26624"),
     (["plan", "--target", "tofino", "--workers", "4", "--rtt-us", "10"], "--link-gbps --size are needed to plan a layout"),
     (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "12 MB"],
      "--size '12 MB' must be a number of elements or a size such as 256MiB"),
@@ -285,7 +291,8 @@ def test_tampered_layouts_are_refused_by_the_fit_pass(tmp_path, capsys):
     doc = json.loads(p.read_text())
     place = doc["shape"]["placement"]
     cases = [
-        ({**place, "worker_count": 1}, "counter in stage 1 keys on the result of bitmap in stage 2; it must come later"),
+        ({**place, "worker_count": 1}, "counter in stage 1 keys on the result of bitmap in stage 4; it must sit in stage 6 "
+                                       "or later"),
         ({**place, "values0": place["values4"], "values1": place["values4"]},
          f"stage {place['values4']} holds 6 register arrays; tofino has 4 stateful ALUs per stage"),
         ({k: v for k, v in place.items() if k != "exponent"}, "the placement leaves register 'exponent' without a stage"),

@@ -77,10 +77,10 @@ def _plan(variant, target="bmv2", elements=8, workers=4):
 PLANS = {
     "reference": _plan("reference"),
     "hardened": _plan("hardened"),
-    "hardened-2pass-2words": _plan("hardened", "tofino", 128, 40),
+    "hardened-2pass-2words": _plan("hardened", "tofino", 32, 40),
     # layouts of p4gen plan: 4 streamed passes in one pipe; 2 passes folded over 2 pipes (per-pipe arrays)
-    "hardened-stream4": make_plan(make_spec(slots=4, elements_per_packet=256, max_workers=40), load_target("tofino")),
-    "hardened-folded2": make_plan(make_spec(slots=4, elements_per_packet=128, max_workers=40), load_target("tofino"),
+    "hardened-stream4": make_plan(make_spec(slots=4, elements_per_packet=64, max_workers=40), load_target("tofino")),
+    "hardened-folded2": make_plan(make_spec(slots=4, elements_per_packet=24, max_workers=40), load_target("tofino"),
                                   PassShape(2, "resident", 2)),
 }
 

@@ -17,7 +17,7 @@ from p4gen.spec import make_spec
 from p4gen.target import load_target
 
 PLAN = make_plan(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"))
-PLAN2 = make_plan(make_spec(slots=8, elements_per_packet=128, value_width=16), load_target("tofino"))
+PLAN2 = make_plan(make_spec(slots=8, elements_per_packet=32, value_width=16), load_target("tofino"))
 SRC = P.endpoint("02:00:00:00:00:01", "10.0.0.1", 5000)
 DST = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 

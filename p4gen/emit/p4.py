@@ -111,6 +111,10 @@ def context(plan: Plan) -> dict[str, Any]:
         "data_insts": ["data0"] if stream else [f"data{i}" for i in range(passes)],
         "recirc": plan.header("recirc") if passes > 1 else None,
         "meta": list(plan.metadata), "meta_names": {f.name for f in plan.metadata},
+        # set_worker's parameters the Tofino program reads neither into metadata nor into the slot's index
+        "unused_worker_params": [prm.name for prm in actions["set_worker"].params
+                                 if prm.name not in {f.name for f in plan.metadata}
+                                 and prm.name not in ("slot_base", "slot_count", "mask")],
         "steps_p4": steps_p4, "hashes": p4ops.hashes(plan),
         # a word a RegisterAction returns meets these fields in one instruction: whole 32-bit containers
         "wide_fields": [n for s in steps_p4 for n, b in s.fields if b == 32]

@@ -205,6 +205,9 @@ def _v1_register_work(plan: Plan, role: str, op: str, reg, copy: int | None, tag
     lines += decl
     results = []
     for i, o in enumerate(outs):
+        if o.kind == "leaf" and o.args[0].startswith(IN):
+            results.append((None, o))          # the packet keeps the field it carried
+            continue
         ow = width(o, names)
         name = f"{tag}_o{i}"
         lines.append(f"{'bool' if ow is None else f'bit<{ow}>'} {name} = {text(o, names, 'v1model', local)};")
@@ -231,9 +234,8 @@ def _v1_action(plan: Plan, st, op: str, copy: int | None) -> list[str]:
     body, res = _v1_register_work(plan, role, op, reg, copy, reg.name)
     lines += body
     (name, o), = res
-    target = _OUTPUT[role]
-    if not (o.kind == "leaf" and o.args[0] == IN + {"exponent": "exp", "minnext": "nxt"}.get(role, "")):
-        lines.append(f"{target} = {_as_bits(name, o, 8)};")
+    if name is not None:
+        lines.append(f"{_OUTPUT[role]} = {_as_bits(name, o, 8)};")
     return lines
 
 
@@ -241,8 +243,8 @@ def _v1_values(plan: Plan, op: str) -> list[str]:
     lines: list[str] = []
     for reg in _arrays(plan, "values"):
         body, res = _v1_register_work(plan, "values", op, reg, None, reg.name)
-        for (name, o), target in zip(res, _outputs("values", reg)):
-            if not (o.kind == "leaf" and o.args[0].startswith(IN)):
+        for (name, _o), target in zip(res, _outputs("values", reg)):
+            if name is not None:
                 body.append(f"{target} = {name};")
         lines += body
     return lines
@@ -303,7 +305,7 @@ def _register_action(a: salu_steps.Array, low: salu.Lowered, names: dict[str, tu
     """The RegisterAction of ``low`` on array ``a``; ``returns``: the program reads what it returns."""
     outs = list(low.outputs) if returns else []
     ow = max([width(o, names) or 8 for o in outs] or [8])
-    rv = ["rv"] + [f"rv{i + 1}" for i in range(1, len(outs))]
+    rv = (["rv"] + [f"rv{i + 1}" for i in range(1, len(outs))]) if outs else []
     t = _tna_type(a)
     params = ", ".join([f"inout {t} value"] + [f"out bit<{ow}> {r}" for r in rv])
     lines = [f"RegisterAction<{t}, bit<32>, bit<{ow}>>({a.name}) {_ra_name(a.name, low.op, low.copy)} = {{",

@@ -13,15 +13,6 @@ const bit<4> MSG_CONTRIBUTION = 0;
 const bit<4> MSG_RESULT = 1;
 const bit<16> SLOT_MASK = 0x7fff;
 const bit<16> FLOOD_GROUP_BASE = 0x7e00;
-const bit<8> CMP_LT = 0;
-const bit<8> CMP_EQ = 1;
-const bit<8> CMP_GT = 2;
-const bit<8> COUNT_NONE = 0;
-const bit<8> COUNT_FIRST = 1;
-const bit<8> COUNT_MID = 2;
-const bit<8> COUNT_LAST = 3;
-const bit<8> COUNT_COMPLETE = 4;
-const bit<8> COUNT_INCOMPLETE = 5;
 const bit<8> OUT_MULTICAST = 1;
 const bit<8> OUT_UNICAST = 2;
 const bit<8> STAT_DROP_UNKNOWN = 5;
@@ -29,26 +20,7 @@ const bit<8> STAT_DROP_BAD_SLOT = 6;
 const bit<8> STAT_DROP_MALFORMED = 7;
 const bit<8> STAT_L2_UNICAST = 8;
 const bit<8> STAT_L2_FLOOD = 9;
-const bit<8> OP_CHUNK_ADVANCE_WINDOW = 1;
-const bit<8> OP_BITMAP_SET_CLEAR = 0;
-const bit<8> OP_BITMAP_SET = 1;
-const bit<8> OP_BITMAP_RESET_SET = 2;
-const bit<8> OP_BITMAP_NOP = 3;
-const bit<8> OP_COUNTER_INC_MOD = 0;
-const bit<8> OP_COUNTER_PROBE_ZERO = 1;
-const bit<8> OP_COUNTER_RESET_ONE = 2;
-const bit<8> OP_COUNTER_INC_SAT = 3;
-const bit<8> OP_COUNTER_PROBE_FULL = 4;
-const bit<8> OP_EXPONENT_WRITE = 0;
-const bit<8> OP_EXPONENT_MAX = 1;
-const bit<8> OP_EXPONENT_READ = 2;
-const bit<8> OP_VALUES_WRITE = 0;
-const bit<8> OP_VALUES_ADD = 1;
 const bit<8> OP_VALUES_NOP = 3;
-const bit<8> OP_VALUES_CLEAR = 4;
-const bit<8> OP_MINNEXT_WRITE = 0;
-const bit<8> OP_MINNEXT_MIN = 1;
-const bit<8> OP_MINNEXT_READ = 2;
 
 
 header ethernet_h {
@@ -246,19 +218,14 @@ struct metadata_t {
     bit<8> cmp;
     bit<8> seen;
     bit<8> count;
-    bit<8> chunk_op;
-    bit<8> bitmap_op;
-    bit<8> counter_op;
-    bit<8> exponent_op;
     bit<8> values_op;
     bit<8> outcome;
     bit<8> stat;
     bit<16> in_port;
     bit<8> data;
-    bit<8> minnext_op;
-    bit<32> chunk_floor;
+    bit<32> bound;
+    bit<16> room;
     bit<32> mask0;
-    bit<8> seen0;
 }
 
 parser P4genParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -457,6 +424,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         meta.num_workers = num_workers;
         meta.slot_base = slot_base;
         meta.slot_count = slot_count;
+        meta.bound = (bit<32>) slot_count << 1;    // two of the job's windows
         meta.mgid = mgid;
     }
     @id(0x01000002)
@@ -472,18 +440,151 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         meta.stat = STAT_L2_FLOOD;
     }
     @id(0x01000005)
-    action set_chunk_op(bit<8> op) { meta.chunk_op = op; }
-    @id(0x01000006)
-    action set_bitmap_op(bit<8> op) { meta.bitmap_op = op; }
+    action chunk_advance_window() {
+        bit<32> chunk_v;
+        chunk.read(chunk_v, meta.sc_index);
+        bool chunk_t0 = (hdr.agg.tsi > chunk_v);
+        bool chunk_t1 = (((hdr.agg.tsi > meta.bound) ? (hdr.agg.tsi - meta.bound) : 32w0) > chunk_v);
+        bit<8> chunk_o0 = (chunk_t0 ? (chunk_t1 ? 8w0 : 8w2) : ((hdr.agg.tsi == chunk_v) ? 8w1 : 8w0));
+        chunk.write(meta.sc_index, (chunk_t0 ? (chunk_t1 ? chunk_v : hdr.agg.tsi) : chunk_v));
+        meta.cmp = chunk_o0;
+    }
     @id(0x01000007)
-    action set_counter_op(bit<8> op) { meta.counter_op = op; }
+    action bitmap_set_copy0() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = ((bitmap0_v[31:0] & meta.mask0) != 0);
+        bitmap0.write((bit<32>) meta.slot, bitmap0_v[63:32] ++ (bitmap0_v[31:0] | meta.mask0));
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
     @id(0x01000008)
-    action set_exponent_op(bit<8> op) { meta.exponent_op = op; }
+    action bitmap_set_copy1() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = ((bitmap0_v[63:32] & meta.mask0) != 0);
+        bitmap0.write((bit<32>) meta.slot, (bitmap0_v[63:32] | meta.mask0) ++ bitmap0_v[31:0]);
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
     @id(0x01000009)
-    action set_minnext_op(bit<8> op) { meta.minnext_op = op; }
+    action bitmap_reset_set_copy0() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = false;
+        bitmap0.write((bit<32>) meta.slot, bitmap0_v[63:32] ++ meta.mask0);
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
     @id(0x0100000a)
-    action set_values_op(bit<8> op) { meta.values_op = op; }
+    action bitmap_reset_set_copy1() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = false;
+        bitmap0.write((bit<32>) meta.slot, meta.mask0 ++ bitmap0_v[31:0]);
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
+    @id(0x01000006)
+    action bitmap_nop() {
+        bool bitmap0_o0 = false;
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
+    @id(0x0100000e)
+    action counter_reset_one() {
+        bit<32> worker_count_v;
+        worker_count.read(worker_count_v, meta.sc_index);
+        bit<8> worker_count_o0 = 8w1;
+        worker_count.write(meta.sc_index, 32w1);
+        meta.count = worker_count_o0;
+    }
+    @id(0x0100000c)
+    action counter_inc_sat() {
+        bit<32> worker_count_v;
+        worker_count.read(worker_count_v, meta.sc_index);
+        bool worker_count_t0 = (worker_count_v == meta.num_workers);
+        bit<32> worker_count_t1 = (worker_count_v + 32w1);
+        bit<8> worker_count_o0 = (worker_count_t0 ? 8w3 : ((worker_count_t1 == meta.num_workers) ? 8w2 : 8w0));
+        worker_count.write(meta.sc_index, (worker_count_t0 ? worker_count_v : worker_count_t1));
+        meta.count = worker_count_o0;
+    }
+    @id(0x0100000d)
+    action counter_probe_full() {
+        bit<32> worker_count_v;
+        worker_count.read(worker_count_v, meta.sc_index);
+        bit<8> worker_count_o0 = ((worker_count_v == meta.num_workers) ? 8w3 : 8w4);
+        meta.count = worker_count_o0;
+    }
     @id(0x0100000b)
+    action counter_nop() {
+        bit<8> worker_count_o0 = 8w5;
+        meta.count = worker_count_o0;
+    }
+    @id(0x01000012)
+    action exponent_write() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        exponent.write(meta.sc_index, hdr.agg.exponent);
+    }
+    @id(0x01000010)
+    action exponent_max() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        bit<8> exponent_t0 = ((hdr.agg.exponent > exponent_v) ? hdr.agg.exponent : exponent_v);
+        bit<8> exponent_o0 = exponent_t0;
+        exponent.write(meta.sc_index, exponent_t0);
+        hdr.agg.exponent = exponent_o0;
+    }
+    @id(0x01000011)
+    action exponent_read() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        bit<8> exponent_o0 = exponent_v;
+        hdr.agg.exponent = exponent_o0;
+    }
+    @id(0x0100000f)
+    action exponent_nop() { }
+    @id(0x01000016)
+    action minnext_write() {
+        bit<32> minnext_v;
+        minnext.read(minnext_v, meta.sc_index);
+        minnext.write(meta.sc_index, hdr.agg.next);
+    }
+    @id(0x01000014)
+    action minnext_min() {
+        bit<32> minnext_v;
+        minnext.read(minnext_v, meta.sc_index);
+        bit<32> minnext_t0 = ((minnext_v > hdr.agg.next) ? hdr.agg.next : minnext_v);
+        bit<32> minnext_o0 = minnext_t0;
+        minnext.write(meta.sc_index, minnext_t0);
+        hdr.agg.next = minnext_o0;
+    }
+    @id(0x01000015)
+    action minnext_read() {
+        bit<32> minnext_v;
+        minnext.read(minnext_v, meta.sc_index);
+        bit<32> minnext_o0 = minnext_v;
+        hdr.agg.next = minnext_o0;
+    }
+    @id(0x01000013)
+    action minnext_nop() { }
+    @id(0x0100001b)
+    action values_write() {
+        meta.values_op = 0;
+    }
+    @id(0x01000018)
+    action values_add() {
+        meta.values_op = 1;
+    }
+    @id(0x01000019)
+    action values_read() {
+        meta.values_op = 2;
+    }
+    @id(0x01000017)
+    action values_nop() {
+        meta.values_op = 3;
+    }
+    @id(0x0100001a)
+    action values_clear() {
+        meta.values_op = 4;
+    }
+    @id(0x0100001c)
     action set_outcome(bit<8> outcome, bit<8> stat) { meta.outcome = outcome; meta.stat = stat; }
 
     @id(0x02000001)
@@ -518,26 +619,34 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 @id(0x02000003)
     table dt_chunk {
         actions = {
-            set_chunk_op;
+            chunk_advance_window;
         }
-        const default_action = set_chunk_op(1);  //  -> advance_window
+        const default_action = chunk_advance_window();  //  -> advance_window
         size = 1;
     }
 
 @id(0x02000004)
     table dt_bitmap {
         key = {
+            meta.copy : exact @name("copy");
             meta.cmp : exact @name("cmp");
         }
         actions = {
-            set_bitmap_op;
+            bitmap_nop;
+            bitmap_set_copy0;
+            bitmap_set_copy1;
+            bitmap_reset_set_copy0;
+            bitmap_reset_set_copy1;
         }
         const entries = {
-0 : set_bitmap_op(3);  // cmp=lt -> nop
-1 : set_bitmap_op(1);  // cmp=eq -> set
-2 : set_bitmap_op(2);  // cmp=gt -> reset_set
+(0, 0) : bitmap_nop();  // copy=0 cmp=lt -> nop
+(1, 0) : bitmap_nop();  // copy=1 cmp=lt -> nop
+(0, 1) : bitmap_set_copy0();  // copy=0 cmp=eq -> set
+(1, 1) : bitmap_set_copy1();  // copy=1 cmp=eq -> set
+(0, 2) : bitmap_reset_set_copy0();  // copy=0 cmp=gt -> reset_set
+(1, 2) : bitmap_reset_set_copy1();  // copy=1 cmp=gt -> reset_set
         }
-        const default_action = set_bitmap_op(3);
+        const default_action = bitmap_nop();
     }
 
 @id(0x02000005)
@@ -547,17 +656,20 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.seen : exact @name("seen");
         }
         actions = {
-            set_counter_op;
+            counter_nop;
+            counter_inc_sat;
+            counter_probe_full;
+            counter_reset_one;
         }
         const entries = {
-(0, 0) : set_counter_op(5);  // cmp=lt seen=0 -> nop
-(0, 1) : set_counter_op(5);  // cmp=lt seen=1 -> nop
-(1, 0) : set_counter_op(3);  // cmp=eq seen=0 -> inc_sat
-(1, 1) : set_counter_op(4);  // cmp=eq seen=1 -> probe_full
-(2, 0) : set_counter_op(2);  // cmp=gt seen=0 -> reset_one
-(2, 1) : set_counter_op(2);  // cmp=gt seen=1 -> reset_one
+(0, 0) : counter_nop();  // cmp=lt seen=0 -> nop
+(0, 1) : counter_nop();  // cmp=lt seen=1 -> nop
+(1, 0) : counter_inc_sat();  // cmp=eq seen=0 -> inc_sat
+(1, 1) : counter_probe_full();  // cmp=eq seen=1 -> probe_full
+(2, 0) : counter_reset_one();  // cmp=gt seen=0 -> reset_one
+(2, 1) : counter_reset_one();  // cmp=gt seen=1 -> reset_one
         }
-        const default_action = set_counter_op(5);
+        const default_action = counter_nop();
     }
 
 @id(0x02000006)
@@ -567,17 +679,20 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.seen : exact @name("seen");
         }
         actions = {
-            set_exponent_op;
+            exponent_nop;
+            exponent_max;
+            exponent_read;
+            exponent_write;
         }
         const entries = {
-(0, 0) : set_exponent_op(3);  // cmp=lt seen=0 -> nop
-(0, 1) : set_exponent_op(3);  // cmp=lt seen=1 -> nop
-(1, 0) : set_exponent_op(1);  // cmp=eq seen=0 -> max
-(1, 1) : set_exponent_op(2);  // cmp=eq seen=1 -> read
-(2, 0) : set_exponent_op(0);  // cmp=gt seen=0 -> write
-(2, 1) : set_exponent_op(0);  // cmp=gt seen=1 -> write
+(0, 0) : exponent_nop();  // cmp=lt seen=0 -> nop
+(0, 1) : exponent_nop();  // cmp=lt seen=1 -> nop
+(1, 0) : exponent_max();  // cmp=eq seen=0 -> max
+(1, 1) : exponent_read();  // cmp=eq seen=1 -> read
+(2, 0) : exponent_write();  // cmp=gt seen=0 -> write
+(2, 1) : exponent_write();  // cmp=gt seen=1 -> write
         }
-        const default_action = set_exponent_op(3);
+        const default_action = exponent_nop();
     }
 
 @id(0x02000007)
@@ -587,17 +702,20 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.seen : exact @name("seen");
         }
         actions = {
-            set_minnext_op;
+            minnext_nop;
+            minnext_min;
+            minnext_read;
+            minnext_write;
         }
         const entries = {
-(0, 0) : set_minnext_op(3);  // cmp=lt seen=0 -> nop
-(0, 1) : set_minnext_op(3);  // cmp=lt seen=1 -> nop
-(1, 0) : set_minnext_op(1);  // cmp=eq seen=0 -> min
-(1, 1) : set_minnext_op(2);  // cmp=eq seen=1 -> read
-(2, 0) : set_minnext_op(0);  // cmp=gt seen=0 -> write
-(2, 1) : set_minnext_op(0);  // cmp=gt seen=1 -> write
+(0, 0) : minnext_nop();  // cmp=lt seen=0 -> nop
+(0, 1) : minnext_nop();  // cmp=lt seen=1 -> nop
+(1, 0) : minnext_min();  // cmp=eq seen=0 -> min
+(1, 1) : minnext_read();  // cmp=eq seen=1 -> read
+(2, 0) : minnext_write();  // cmp=gt seen=0 -> write
+(2, 1) : minnext_write();  // cmp=gt seen=1 -> write
         }
-        const default_action = set_minnext_op(3);
+        const default_action = minnext_nop();
     }
 
 @id(0x02000008)
@@ -609,83 +727,87 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.data : exact @name("data");
         }
         actions = {
-            set_values_op;
+            values_nop;
+            values_add;
+            values_read;
+            values_clear;
+            values_write;
         }
         const entries = {
-(0, 0, 0, 0) : set_values_op(3);  // cmp=lt seen=0 count=none data=0 -> nop
-(0, 0, 0, 1) : set_values_op(3);  // cmp=lt seen=0 count=none data=1 -> nop
-(0, 0, 1, 0) : set_values_op(3);  // cmp=lt seen=0 count=first data=0 -> nop
-(0, 0, 1, 1) : set_values_op(3);  // cmp=lt seen=0 count=first data=1 -> nop
-(0, 0, 2, 0) : set_values_op(3);  // cmp=lt seen=0 count=mid data=0 -> nop
-(0, 0, 2, 1) : set_values_op(3);  // cmp=lt seen=0 count=mid data=1 -> nop
-(0, 0, 3, 0) : set_values_op(3);  // cmp=lt seen=0 count=last data=0 -> nop
-(0, 0, 3, 1) : set_values_op(3);  // cmp=lt seen=0 count=last data=1 -> nop
-(0, 0, 4, 0) : set_values_op(3);  // cmp=lt seen=0 count=complete data=0 -> nop
-(0, 0, 4, 1) : set_values_op(3);  // cmp=lt seen=0 count=complete data=1 -> nop
-(0, 0, 5, 0) : set_values_op(3);  // cmp=lt seen=0 count=incomplete data=0 -> nop
-(0, 0, 5, 1) : set_values_op(3);  // cmp=lt seen=0 count=incomplete data=1 -> nop
-(0, 1, 0, 0) : set_values_op(3);  // cmp=lt seen=1 count=none data=0 -> nop
-(0, 1, 0, 1) : set_values_op(3);  // cmp=lt seen=1 count=none data=1 -> nop
-(0, 1, 1, 0) : set_values_op(3);  // cmp=lt seen=1 count=first data=0 -> nop
-(0, 1, 1, 1) : set_values_op(3);  // cmp=lt seen=1 count=first data=1 -> nop
-(0, 1, 2, 0) : set_values_op(3);  // cmp=lt seen=1 count=mid data=0 -> nop
-(0, 1, 2, 1) : set_values_op(3);  // cmp=lt seen=1 count=mid data=1 -> nop
-(0, 1, 3, 0) : set_values_op(3);  // cmp=lt seen=1 count=last data=0 -> nop
-(0, 1, 3, 1) : set_values_op(3);  // cmp=lt seen=1 count=last data=1 -> nop
-(0, 1, 4, 0) : set_values_op(3);  // cmp=lt seen=1 count=complete data=0 -> nop
-(0, 1, 4, 1) : set_values_op(3);  // cmp=lt seen=1 count=complete data=1 -> nop
-(0, 1, 5, 0) : set_values_op(3);  // cmp=lt seen=1 count=incomplete data=0 -> nop
-(0, 1, 5, 1) : set_values_op(3);  // cmp=lt seen=1 count=incomplete data=1 -> nop
-(1, 0, 0, 0) : set_values_op(3);  // cmp=eq seen=0 count=none data=0 -> nop
-(1, 0, 0, 1) : set_values_op(3);  // cmp=eq seen=0 count=none data=1 -> nop
-(1, 0, 1, 0) : set_values_op(3);  // cmp=eq seen=0 count=first data=0 -> nop
-(1, 0, 1, 1) : set_values_op(3);  // cmp=eq seen=0 count=first data=1 -> nop
-(1, 0, 2, 0) : set_values_op(3);  // cmp=eq seen=0 count=mid data=0 -> nop
-(1, 0, 2, 1) : set_values_op(1);  // cmp=eq seen=0 count=mid data=1 -> add
-(1, 0, 3, 0) : set_values_op(2);  // cmp=eq seen=0 count=last data=0 -> read
-(1, 0, 3, 1) : set_values_op(1);  // cmp=eq seen=0 count=last data=1 -> add
-(1, 0, 4, 0) : set_values_op(2);  // cmp=eq seen=0 count=complete data=0 -> read
-(1, 0, 4, 1) : set_values_op(2);  // cmp=eq seen=0 count=complete data=1 -> read
-(1, 0, 5, 0) : set_values_op(3);  // cmp=eq seen=0 count=incomplete data=0 -> nop
-(1, 0, 5, 1) : set_values_op(3);  // cmp=eq seen=0 count=incomplete data=1 -> nop
-(1, 1, 0, 0) : set_values_op(3);  // cmp=eq seen=1 count=none data=0 -> nop
-(1, 1, 0, 1) : set_values_op(3);  // cmp=eq seen=1 count=none data=1 -> nop
-(1, 1, 1, 0) : set_values_op(3);  // cmp=eq seen=1 count=first data=0 -> nop
-(1, 1, 1, 1) : set_values_op(3);  // cmp=eq seen=1 count=first data=1 -> nop
-(1, 1, 2, 0) : set_values_op(3);  // cmp=eq seen=1 count=mid data=0 -> nop
-(1, 1, 2, 1) : set_values_op(3);  // cmp=eq seen=1 count=mid data=1 -> nop
-(1, 1, 3, 0) : set_values_op(3);  // cmp=eq seen=1 count=last data=0 -> nop
-(1, 1, 3, 1) : set_values_op(3);  // cmp=eq seen=1 count=last data=1 -> nop
-(1, 1, 4, 0) : set_values_op(2);  // cmp=eq seen=1 count=complete data=0 -> read
-(1, 1, 4, 1) : set_values_op(2);  // cmp=eq seen=1 count=complete data=1 -> read
-(1, 1, 5, 0) : set_values_op(3);  // cmp=eq seen=1 count=incomplete data=0 -> nop
-(1, 1, 5, 1) : set_values_op(3);  // cmp=eq seen=1 count=incomplete data=1 -> nop
-(2, 0, 0, 0) : set_values_op(3);  // cmp=gt seen=0 count=none data=0 -> nop
-(2, 0, 0, 1) : set_values_op(3);  // cmp=gt seen=0 count=none data=1 -> nop
-(2, 0, 1, 0) : set_values_op(4);  // cmp=gt seen=0 count=first data=0 -> clear
-(2, 0, 1, 1) : set_values_op(0);  // cmp=gt seen=0 count=first data=1 -> write
-(2, 0, 2, 0) : set_values_op(3);  // cmp=gt seen=0 count=mid data=0 -> nop
-(2, 0, 2, 1) : set_values_op(3);  // cmp=gt seen=0 count=mid data=1 -> nop
-(2, 0, 3, 0) : set_values_op(3);  // cmp=gt seen=0 count=last data=0 -> nop
-(2, 0, 3, 1) : set_values_op(3);  // cmp=gt seen=0 count=last data=1 -> nop
-(2, 0, 4, 0) : set_values_op(3);  // cmp=gt seen=0 count=complete data=0 -> nop
-(2, 0, 4, 1) : set_values_op(3);  // cmp=gt seen=0 count=complete data=1 -> nop
-(2, 0, 5, 0) : set_values_op(3);  // cmp=gt seen=0 count=incomplete data=0 -> nop
-(2, 0, 5, 1) : set_values_op(3);  // cmp=gt seen=0 count=incomplete data=1 -> nop
-(2, 1, 0, 0) : set_values_op(3);  // cmp=gt seen=1 count=none data=0 -> nop
-(2, 1, 0, 1) : set_values_op(3);  // cmp=gt seen=1 count=none data=1 -> nop
-(2, 1, 1, 0) : set_values_op(4);  // cmp=gt seen=1 count=first data=0 -> clear
-(2, 1, 1, 1) : set_values_op(0);  // cmp=gt seen=1 count=first data=1 -> write
-(2, 1, 2, 0) : set_values_op(3);  // cmp=gt seen=1 count=mid data=0 -> nop
-(2, 1, 2, 1) : set_values_op(3);  // cmp=gt seen=1 count=mid data=1 -> nop
-(2, 1, 3, 0) : set_values_op(3);  // cmp=gt seen=1 count=last data=0 -> nop
-(2, 1, 3, 1) : set_values_op(3);  // cmp=gt seen=1 count=last data=1 -> nop
-(2, 1, 4, 0) : set_values_op(3);  // cmp=gt seen=1 count=complete data=0 -> nop
-(2, 1, 4, 1) : set_values_op(3);  // cmp=gt seen=1 count=complete data=1 -> nop
-(2, 1, 5, 0) : set_values_op(3);  // cmp=gt seen=1 count=incomplete data=0 -> nop
-(2, 1, 5, 1) : set_values_op(3);  // cmp=gt seen=1 count=incomplete data=1 -> nop
+(0, 0, 0, 0) : values_nop();  // cmp=lt seen=0 count=mid data=0 -> nop
+(0, 0, 0, 1) : values_nop();  // cmp=lt seen=0 count=mid data=1 -> nop
+(0, 0, 1, 0) : values_nop();  // cmp=lt seen=0 count=first data=0 -> nop
+(0, 0, 1, 1) : values_nop();  // cmp=lt seen=0 count=first data=1 -> nop
+(0, 0, 2, 0) : values_nop();  // cmp=lt seen=0 count=last data=0 -> nop
+(0, 0, 2, 1) : values_nop();  // cmp=lt seen=0 count=last data=1 -> nop
+(0, 0, 3, 0) : values_nop();  // cmp=lt seen=0 count=complete data=0 -> nop
+(0, 0, 3, 1) : values_nop();  // cmp=lt seen=0 count=complete data=1 -> nop
+(0, 0, 4, 0) : values_nop();  // cmp=lt seen=0 count=incomplete data=0 -> nop
+(0, 0, 4, 1) : values_nop();  // cmp=lt seen=0 count=incomplete data=1 -> nop
+(0, 0, 5, 0) : values_nop();  // cmp=lt seen=0 count=none data=0 -> nop
+(0, 0, 5, 1) : values_nop();  // cmp=lt seen=0 count=none data=1 -> nop
+(0, 1, 0, 0) : values_nop();  // cmp=lt seen=1 count=mid data=0 -> nop
+(0, 1, 0, 1) : values_nop();  // cmp=lt seen=1 count=mid data=1 -> nop
+(0, 1, 1, 0) : values_nop();  // cmp=lt seen=1 count=first data=0 -> nop
+(0, 1, 1, 1) : values_nop();  // cmp=lt seen=1 count=first data=1 -> nop
+(0, 1, 2, 0) : values_nop();  // cmp=lt seen=1 count=last data=0 -> nop
+(0, 1, 2, 1) : values_nop();  // cmp=lt seen=1 count=last data=1 -> nop
+(0, 1, 3, 0) : values_nop();  // cmp=lt seen=1 count=complete data=0 -> nop
+(0, 1, 3, 1) : values_nop();  // cmp=lt seen=1 count=complete data=1 -> nop
+(0, 1, 4, 0) : values_nop();  // cmp=lt seen=1 count=incomplete data=0 -> nop
+(0, 1, 4, 1) : values_nop();  // cmp=lt seen=1 count=incomplete data=1 -> nop
+(0, 1, 5, 0) : values_nop();  // cmp=lt seen=1 count=none data=0 -> nop
+(0, 1, 5, 1) : values_nop();  // cmp=lt seen=1 count=none data=1 -> nop
+(1, 0, 0, 0) : values_nop();  // cmp=eq seen=0 count=mid data=0 -> nop
+(1, 0, 0, 1) : values_add();  // cmp=eq seen=0 count=mid data=1 -> add
+(1, 0, 1, 0) : values_nop();  // cmp=eq seen=0 count=first data=0 -> nop
+(1, 0, 1, 1) : values_nop();  // cmp=eq seen=0 count=first data=1 -> nop
+(1, 0, 2, 0) : values_read();  // cmp=eq seen=0 count=last data=0 -> read
+(1, 0, 2, 1) : values_add();  // cmp=eq seen=0 count=last data=1 -> add
+(1, 0, 3, 0) : values_read();  // cmp=eq seen=0 count=complete data=0 -> read
+(1, 0, 3, 1) : values_read();  // cmp=eq seen=0 count=complete data=1 -> read
+(1, 0, 4, 0) : values_nop();  // cmp=eq seen=0 count=incomplete data=0 -> nop
+(1, 0, 4, 1) : values_nop();  // cmp=eq seen=0 count=incomplete data=1 -> nop
+(1, 0, 5, 0) : values_nop();  // cmp=eq seen=0 count=none data=0 -> nop
+(1, 0, 5, 1) : values_nop();  // cmp=eq seen=0 count=none data=1 -> nop
+(1, 1, 0, 0) : values_nop();  // cmp=eq seen=1 count=mid data=0 -> nop
+(1, 1, 0, 1) : values_nop();  // cmp=eq seen=1 count=mid data=1 -> nop
+(1, 1, 1, 0) : values_nop();  // cmp=eq seen=1 count=first data=0 -> nop
+(1, 1, 1, 1) : values_nop();  // cmp=eq seen=1 count=first data=1 -> nop
+(1, 1, 2, 0) : values_nop();  // cmp=eq seen=1 count=last data=0 -> nop
+(1, 1, 2, 1) : values_nop();  // cmp=eq seen=1 count=last data=1 -> nop
+(1, 1, 3, 0) : values_read();  // cmp=eq seen=1 count=complete data=0 -> read
+(1, 1, 3, 1) : values_read();  // cmp=eq seen=1 count=complete data=1 -> read
+(1, 1, 4, 0) : values_nop();  // cmp=eq seen=1 count=incomplete data=0 -> nop
+(1, 1, 4, 1) : values_nop();  // cmp=eq seen=1 count=incomplete data=1 -> nop
+(1, 1, 5, 0) : values_nop();  // cmp=eq seen=1 count=none data=0 -> nop
+(1, 1, 5, 1) : values_nop();  // cmp=eq seen=1 count=none data=1 -> nop
+(2, 0, 0, 0) : values_nop();  // cmp=gt seen=0 count=mid data=0 -> nop
+(2, 0, 0, 1) : values_nop();  // cmp=gt seen=0 count=mid data=1 -> nop
+(2, 0, 1, 0) : values_clear();  // cmp=gt seen=0 count=first data=0 -> clear
+(2, 0, 1, 1) : values_write();  // cmp=gt seen=0 count=first data=1 -> write
+(2, 0, 2, 0) : values_nop();  // cmp=gt seen=0 count=last data=0 -> nop
+(2, 0, 2, 1) : values_nop();  // cmp=gt seen=0 count=last data=1 -> nop
+(2, 0, 3, 0) : values_nop();  // cmp=gt seen=0 count=complete data=0 -> nop
+(2, 0, 3, 1) : values_nop();  // cmp=gt seen=0 count=complete data=1 -> nop
+(2, 0, 4, 0) : values_nop();  // cmp=gt seen=0 count=incomplete data=0 -> nop
+(2, 0, 4, 1) : values_nop();  // cmp=gt seen=0 count=incomplete data=1 -> nop
+(2, 0, 5, 0) : values_nop();  // cmp=gt seen=0 count=none data=0 -> nop
+(2, 0, 5, 1) : values_nop();  // cmp=gt seen=0 count=none data=1 -> nop
+(2, 1, 0, 0) : values_nop();  // cmp=gt seen=1 count=mid data=0 -> nop
+(2, 1, 0, 1) : values_nop();  // cmp=gt seen=1 count=mid data=1 -> nop
+(2, 1, 1, 0) : values_clear();  // cmp=gt seen=1 count=first data=0 -> clear
+(2, 1, 1, 1) : values_write();  // cmp=gt seen=1 count=first data=1 -> write
+(2, 1, 2, 0) : values_nop();  // cmp=gt seen=1 count=last data=0 -> nop
+(2, 1, 2, 1) : values_nop();  // cmp=gt seen=1 count=last data=1 -> nop
+(2, 1, 3, 0) : values_nop();  // cmp=gt seen=1 count=complete data=0 -> nop
+(2, 1, 3, 1) : values_nop();  // cmp=gt seen=1 count=complete data=1 -> nop
+(2, 1, 4, 0) : values_nop();  // cmp=gt seen=1 count=incomplete data=0 -> nop
+(2, 1, 4, 1) : values_nop();  // cmp=gt seen=1 count=incomplete data=1 -> nop
+(2, 1, 5, 0) : values_nop();  // cmp=gt seen=1 count=none data=0 -> nop
+(2, 1, 5, 1) : values_nop();  // cmp=gt seen=1 count=none data=1 -> nop
         }
-        const default_action = set_values_op(3);
+        const default_action = values_nop();
     }
 
 @id(0x02000009)
@@ -699,42 +821,42 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             set_outcome;
         }
         const entries = {
-(0, 0, 0) : set_outcome(0, 4);  // cmp=lt seen=0 count=none -> drop (drop_stale)
+(0, 0, 0) : set_outcome(0, 4);  // cmp=lt seen=0 count=mid -> drop (drop_stale)
 (0, 0, 1) : set_outcome(0, 4);  // cmp=lt seen=0 count=first -> drop (drop_stale)
-(0, 0, 2) : set_outcome(0, 4);  // cmp=lt seen=0 count=mid -> drop (drop_stale)
-(0, 0, 3) : set_outcome(0, 4);  // cmp=lt seen=0 count=last -> drop (drop_stale)
-(0, 0, 4) : set_outcome(0, 4);  // cmp=lt seen=0 count=complete -> drop (drop_stale)
-(0, 0, 5) : set_outcome(0, 4);  // cmp=lt seen=0 count=incomplete -> drop (drop_stale)
-(0, 1, 0) : set_outcome(0, 4);  // cmp=lt seen=1 count=none -> drop (drop_stale)
+(0, 0, 2) : set_outcome(0, 4);  // cmp=lt seen=0 count=last -> drop (drop_stale)
+(0, 0, 3) : set_outcome(0, 4);  // cmp=lt seen=0 count=complete -> drop (drop_stale)
+(0, 0, 4) : set_outcome(0, 4);  // cmp=lt seen=0 count=incomplete -> drop (drop_stale)
+(0, 0, 5) : set_outcome(0, 4);  // cmp=lt seen=0 count=none -> drop (drop_stale)
+(0, 1, 0) : set_outcome(0, 4);  // cmp=lt seen=1 count=mid -> drop (drop_stale)
 (0, 1, 1) : set_outcome(0, 4);  // cmp=lt seen=1 count=first -> drop (drop_stale)
-(0, 1, 2) : set_outcome(0, 4);  // cmp=lt seen=1 count=mid -> drop (drop_stale)
-(0, 1, 3) : set_outcome(0, 4);  // cmp=lt seen=1 count=last -> drop (drop_stale)
-(0, 1, 4) : set_outcome(0, 4);  // cmp=lt seen=1 count=complete -> drop (drop_stale)
-(0, 1, 5) : set_outcome(0, 4);  // cmp=lt seen=1 count=incomplete -> drop (drop_stale)
-(1, 0, 0) : set_outcome(0, 3);  // cmp=eq seen=0 count=none -> drop (drop_duplicate)
+(0, 1, 2) : set_outcome(0, 4);  // cmp=lt seen=1 count=last -> drop (drop_stale)
+(0, 1, 3) : set_outcome(0, 4);  // cmp=lt seen=1 count=complete -> drop (drop_stale)
+(0, 1, 4) : set_outcome(0, 4);  // cmp=lt seen=1 count=incomplete -> drop (drop_stale)
+(0, 1, 5) : set_outcome(0, 4);  // cmp=lt seen=1 count=none -> drop (drop_stale)
+(1, 0, 0) : set_outcome(0, 0);  // cmp=eq seen=0 count=mid -> drop (absorbed)
 (1, 0, 1) : set_outcome(0, 3);  // cmp=eq seen=0 count=first -> drop (drop_duplicate)
-(1, 0, 2) : set_outcome(0, 0);  // cmp=eq seen=0 count=mid -> drop (absorbed)
-(1, 0, 3) : set_outcome(1, 1);  // cmp=eq seen=0 count=last -> multicast (multicast)
-(1, 0, 4) : set_outcome(2, 2);  // cmp=eq seen=0 count=complete -> unicast (unicast)
-(1, 0, 5) : set_outcome(0, 3);  // cmp=eq seen=0 count=incomplete -> drop (drop_duplicate)
-(1, 1, 0) : set_outcome(0, 3);  // cmp=eq seen=1 count=none -> drop (drop_duplicate)
+(1, 0, 2) : set_outcome(1, 1);  // cmp=eq seen=0 count=last -> multicast (multicast)
+(1, 0, 3) : set_outcome(2, 2);  // cmp=eq seen=0 count=complete -> unicast (unicast)
+(1, 0, 4) : set_outcome(0, 3);  // cmp=eq seen=0 count=incomplete -> drop (drop_duplicate)
+(1, 0, 5) : set_outcome(0, 3);  // cmp=eq seen=0 count=none -> drop (drop_duplicate)
+(1, 1, 0) : set_outcome(0, 3);  // cmp=eq seen=1 count=mid -> drop (drop_duplicate)
 (1, 1, 1) : set_outcome(0, 3);  // cmp=eq seen=1 count=first -> drop (drop_duplicate)
-(1, 1, 2) : set_outcome(0, 3);  // cmp=eq seen=1 count=mid -> drop (drop_duplicate)
-(1, 1, 3) : set_outcome(0, 3);  // cmp=eq seen=1 count=last -> drop (drop_duplicate)
-(1, 1, 4) : set_outcome(2, 2);  // cmp=eq seen=1 count=complete -> unicast (unicast)
-(1, 1, 5) : set_outcome(0, 3);  // cmp=eq seen=1 count=incomplete -> drop (drop_duplicate)
-(2, 0, 0) : set_outcome(0, 3);  // cmp=gt seen=0 count=none -> drop (drop_duplicate)
+(1, 1, 2) : set_outcome(0, 3);  // cmp=eq seen=1 count=last -> drop (drop_duplicate)
+(1, 1, 3) : set_outcome(2, 2);  // cmp=eq seen=1 count=complete -> unicast (unicast)
+(1, 1, 4) : set_outcome(0, 3);  // cmp=eq seen=1 count=incomplete -> drop (drop_duplicate)
+(1, 1, 5) : set_outcome(0, 3);  // cmp=eq seen=1 count=none -> drop (drop_duplicate)
+(2, 0, 0) : set_outcome(0, 3);  // cmp=gt seen=0 count=mid -> drop (drop_duplicate)
 (2, 0, 1) : set_outcome(0, 0);  // cmp=gt seen=0 count=first -> drop (absorbed)
-(2, 0, 2) : set_outcome(0, 3);  // cmp=gt seen=0 count=mid -> drop (drop_duplicate)
-(2, 0, 3) : set_outcome(0, 3);  // cmp=gt seen=0 count=last -> drop (drop_duplicate)
-(2, 0, 4) : set_outcome(0, 3);  // cmp=gt seen=0 count=complete -> drop (drop_duplicate)
-(2, 0, 5) : set_outcome(0, 3);  // cmp=gt seen=0 count=incomplete -> drop (drop_duplicate)
-(2, 1, 0) : set_outcome(0, 3);  // cmp=gt seen=1 count=none -> drop (drop_duplicate)
+(2, 0, 2) : set_outcome(0, 3);  // cmp=gt seen=0 count=last -> drop (drop_duplicate)
+(2, 0, 3) : set_outcome(0, 3);  // cmp=gt seen=0 count=complete -> drop (drop_duplicate)
+(2, 0, 4) : set_outcome(0, 3);  // cmp=gt seen=0 count=incomplete -> drop (drop_duplicate)
+(2, 0, 5) : set_outcome(0, 3);  // cmp=gt seen=0 count=none -> drop (drop_duplicate)
+(2, 1, 0) : set_outcome(0, 3);  // cmp=gt seen=1 count=mid -> drop (drop_duplicate)
 (2, 1, 1) : set_outcome(0, 0);  // cmp=gt seen=1 count=first -> drop (absorbed)
-(2, 1, 2) : set_outcome(0, 3);  // cmp=gt seen=1 count=mid -> drop (drop_duplicate)
-(2, 1, 3) : set_outcome(0, 3);  // cmp=gt seen=1 count=last -> drop (drop_duplicate)
-(2, 1, 4) : set_outcome(0, 3);  // cmp=gt seen=1 count=complete -> drop (drop_duplicate)
-(2, 1, 5) : set_outcome(0, 3);  // cmp=gt seen=1 count=incomplete -> drop (drop_duplicate)
+(2, 1, 2) : set_outcome(0, 3);  // cmp=gt seen=1 count=last -> drop (drop_duplicate)
+(2, 1, 3) : set_outcome(0, 3);  // cmp=gt seen=1 count=complete -> drop (drop_duplicate)
+(2, 1, 4) : set_outcome(0, 3);  // cmp=gt seen=1 count=incomplete -> drop (drop_duplicate)
+(2, 1, 5) : set_outcome(0, 3);  // cmp=gt seen=1 count=none -> drop (drop_duplicate)
         }
         const default_action = set_outcome(0, 3);
     }
@@ -762,126 +884,14 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                     meta.vidx = meta.sc_index;
                     meta.mask0 = (meta.word == 0) ? meta.mask : 32w0;
                     meta.data = (bit<8>) hdr.agg.flags[0:0];
-
-                    // step chunk: compare the packet's chunk with the copy's stored chunk
                     dt_chunk.apply();
-                    {
-                        bit<32> stored;
-                        chunk.read(stored, meta.sc_index);
-                        // a newer tsi moves the copy on only within two of the job's windows
-                        if (meta.chunk_op == OP_CHUNK_ADVANCE_WINDOW) {
-                            if (hdr.agg.tsi > stored
-                                    && hdr.agg.tsi - stored <= (bit<32>) meta.slot_count + (bit<32>) meta.slot_count) {
-                                chunk.write(meta.sc_index, hdr.agg.tsi);
-                                meta.cmp = CMP_GT;
-                            } else if (hdr.agg.tsi == stored) {
-                                meta.cmp = CMP_EQ;
-                            } else {
-                                meta.cmp = CMP_LT;
-                            }
-                        }
-                    }
-
-                    // step bitmap: one word pair per 32 workers; lo = copy 0, hi = copy 1
                     dt_bitmap.apply();
-                    meta.seen = 0;
-                    if (meta.bitmap_op != OP_BITMAP_NOP) {
-                        bit<64> pair;
-                        bitmap0.read(pair, (bit<32>) meta.slot);
-                        bit<32> this_w = (meta.copy == 0) ? pair[31:0] : pair[63:32];
-                        bit<32> other_w = (meta.copy == 0) ? pair[63:32] : pair[31:0];
-                        if (meta.bitmap_op == OP_BITMAP_SET_CLEAR) {
-                            if ((this_w & meta.mask0) != 0) { meta.seen = 1; }
-                            this_w = this_w | meta.mask0;
-                            other_w = other_w & ~meta.mask0;
-                        } else if (meta.bitmap_op == OP_BITMAP_SET) {
-                            if ((this_w & meta.mask0) != 0) { meta.seen = 1; }
-                            this_w = this_w | meta.mask0;
-                        } else if (meta.bitmap_op == OP_BITMAP_RESET_SET) {
-                            this_w = meta.mask0;
-                        }
-                        if (meta.copy == 0) {
-                            bitmap0.write((bit<32>) meta.slot, other_w ++ this_w);
-                        } else {
-                            bitmap0.write((bit<32>) meta.slot, this_w ++ other_w);
-                        }
-                    }
-
-                    // step counter: contributions seen for this copy
                     dt_counter.apply();
-                    meta.count = COUNT_NONE;
-                    {
-                        bit<32> cnt;
-                        worker_count.read(cnt, meta.sc_index);
-                        bit<32> inc = cnt + 1;
-                        if (meta.counter_op == OP_COUNTER_INC_MOD) {
-                            if (cnt == 0) {
-                                meta.count = COUNT_FIRST;
-                            } else if (inc == meta.num_workers) {
-                                meta.count = COUNT_LAST;
-                            } else {
-                                meta.count = COUNT_MID;
-                            }
-                            if (inc == meta.num_workers) {
-                                worker_count.write(meta.sc_index, 0);
-                            } else {
-                                worker_count.write(meta.sc_index, inc);
-                            }
-                        } else if (meta.counter_op == OP_COUNTER_PROBE_ZERO) {
-                            meta.count = (cnt == 0) ? COUNT_COMPLETE : COUNT_INCOMPLETE;
-                        } else if (meta.counter_op == OP_COUNTER_RESET_ONE) {
-                            worker_count.write(meta.sc_index, 1);
-                            meta.count = COUNT_FIRST;
-                        } else if (meta.counter_op == OP_COUNTER_INC_SAT) {
-                            if (cnt == meta.num_workers) {
-                                meta.count = COUNT_COMPLETE;
-                            } else {
-                                worker_count.write(meta.sc_index, inc);
-                                meta.count = (inc == meta.num_workers) ? COUNT_LAST : COUNT_MID;
-                            }
-                        } else if (meta.counter_op == OP_COUNTER_PROBE_FULL) {
-                            meta.count = (cnt == meta.num_workers) ? COUNT_COMPLETE : COUNT_INCOMPLETE;
-                        }
-                    }
-
-                    // step exponent: the largest exponent of the round
                     dt_exponent.apply();
-                    {
-                        bit<8> e;
-                        exponent.read(e, meta.sc_index);
-                        if (meta.exponent_op == OP_EXPONENT_WRITE) {
-                            exponent.write(meta.sc_index, hdr.agg.exponent);
-                        } else if (meta.exponent_op == OP_EXPONENT_MAX) {
-                            if (hdr.agg.exponent > e) {
-                                exponent.write(meta.sc_index, hdr.agg.exponent);
-                            } else {
-                                hdr.agg.exponent = e;
-                            }
-                        } else if (meta.exponent_op == OP_EXPONENT_READ) {
-                            hdr.agg.exponent = e;
-                        }
-                    }
-
-                    // step minnext: the smallest next non-zero block offset of the round
                     dt_minnext.apply();
-                    {
-                        bit<32> m;
-                        minnext.read(m, meta.sc_index);
-                        if (meta.minnext_op == OP_MINNEXT_WRITE) {
-                            minnext.write(meta.sc_index, hdr.agg.next);
-                        } else if (meta.minnext_op == OP_MINNEXT_MIN) {
-                            if (m > hdr.agg.next) {
-                                minnext.write(meta.sc_index, hdr.agg.next);
-                            } else {
-                                hdr.agg.next = m;
-                            }
-                        } else if (meta.minnext_op == OP_MINNEXT_READ) {
-                            hdr.agg.next = m;
-                        }
-                    }
-
-                    // step values: write / add (wrap-around) / read, two lanes per register
                     dt_values.apply();
+
+                    // the values step's register work, for the op dt_values chose
                     if (meta.values_op != OP_VALUES_NOP) {
                         if (!hdr.data0.isValid()) {
                             // a header-only packet that returns the block: the packet grows
@@ -889,1349 +899,1613 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                             hdr.ipv4.total_len = hdr.ipv4.total_len + 512;
                             hdr.udp.length = hdr.udp.length + 512;
                         }
-                        {
-                            bit<64> v;
-                            values0.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d0;
-                                s1 = hdr.data0.d1;
-                                values0.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d0;
-                                s1 = s1 + hdr.data0.d1;
-                                values0.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values0.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d0 = s0;
-                            hdr.data0.d1 = s1;
+if (meta.values_op == 0) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            values0.write(meta.vidx, hdr.data0.d1 ++ hdr.data0.d0);
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            values1.write(meta.vidx, hdr.data0.d3 ++ hdr.data0.d2);
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            values2.write(meta.vidx, hdr.data0.d5 ++ hdr.data0.d4);
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            values3.write(meta.vidx, hdr.data0.d7 ++ hdr.data0.d6);
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            values4.write(meta.vidx, hdr.data0.d9 ++ hdr.data0.d8);
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            values5.write(meta.vidx, hdr.data0.d11 ++ hdr.data0.d10);
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            values6.write(meta.vidx, hdr.data0.d13 ++ hdr.data0.d12);
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            values7.write(meta.vidx, hdr.data0.d15 ++ hdr.data0.d14);
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            values8.write(meta.vidx, hdr.data0.d17 ++ hdr.data0.d16);
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            values9.write(meta.vidx, hdr.data0.d19 ++ hdr.data0.d18);
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            values10.write(meta.vidx, hdr.data0.d21 ++ hdr.data0.d20);
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            values11.write(meta.vidx, hdr.data0.d23 ++ hdr.data0.d22);
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            values12.write(meta.vidx, hdr.data0.d25 ++ hdr.data0.d24);
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            values13.write(meta.vidx, hdr.data0.d27 ++ hdr.data0.d26);
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            values14.write(meta.vidx, hdr.data0.d29 ++ hdr.data0.d28);
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            values15.write(meta.vidx, hdr.data0.d31 ++ hdr.data0.d30);
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            values16.write(meta.vidx, hdr.data0.d33 ++ hdr.data0.d32);
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            values17.write(meta.vidx, hdr.data0.d35 ++ hdr.data0.d34);
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            values18.write(meta.vidx, hdr.data0.d37 ++ hdr.data0.d36);
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            values19.write(meta.vidx, hdr.data0.d39 ++ hdr.data0.d38);
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            values20.write(meta.vidx, hdr.data0.d41 ++ hdr.data0.d40);
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            values21.write(meta.vidx, hdr.data0.d43 ++ hdr.data0.d42);
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            values22.write(meta.vidx, hdr.data0.d45 ++ hdr.data0.d44);
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            values23.write(meta.vidx, hdr.data0.d47 ++ hdr.data0.d46);
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            values24.write(meta.vidx, hdr.data0.d49 ++ hdr.data0.d48);
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            values25.write(meta.vidx, hdr.data0.d51 ++ hdr.data0.d50);
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            values26.write(meta.vidx, hdr.data0.d53 ++ hdr.data0.d52);
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            values27.write(meta.vidx, hdr.data0.d55 ++ hdr.data0.d54);
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            values28.write(meta.vidx, hdr.data0.d57 ++ hdr.data0.d56);
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            values29.write(meta.vidx, hdr.data0.d59 ++ hdr.data0.d58);
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            values30.write(meta.vidx, hdr.data0.d61 ++ hdr.data0.d60);
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            values31.write(meta.vidx, hdr.data0.d63 ++ hdr.data0.d62);
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            values32.write(meta.vidx, hdr.data0.d65 ++ hdr.data0.d64);
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            values33.write(meta.vidx, hdr.data0.d67 ++ hdr.data0.d66);
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            values34.write(meta.vidx, hdr.data0.d69 ++ hdr.data0.d68);
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            values35.write(meta.vidx, hdr.data0.d71 ++ hdr.data0.d70);
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            values36.write(meta.vidx, hdr.data0.d73 ++ hdr.data0.d72);
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            values37.write(meta.vidx, hdr.data0.d75 ++ hdr.data0.d74);
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            values38.write(meta.vidx, hdr.data0.d77 ++ hdr.data0.d76);
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            values39.write(meta.vidx, hdr.data0.d79 ++ hdr.data0.d78);
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            values40.write(meta.vidx, hdr.data0.d81 ++ hdr.data0.d80);
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            values41.write(meta.vidx, hdr.data0.d83 ++ hdr.data0.d82);
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            values42.write(meta.vidx, hdr.data0.d85 ++ hdr.data0.d84);
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            values43.write(meta.vidx, hdr.data0.d87 ++ hdr.data0.d86);
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            values44.write(meta.vidx, hdr.data0.d89 ++ hdr.data0.d88);
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            values45.write(meta.vidx, hdr.data0.d91 ++ hdr.data0.d90);
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            values46.write(meta.vidx, hdr.data0.d93 ++ hdr.data0.d92);
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            values47.write(meta.vidx, hdr.data0.d95 ++ hdr.data0.d94);
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            values48.write(meta.vidx, hdr.data0.d97 ++ hdr.data0.d96);
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            values49.write(meta.vidx, hdr.data0.d99 ++ hdr.data0.d98);
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            values50.write(meta.vidx, hdr.data0.d101 ++ hdr.data0.d100);
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            values51.write(meta.vidx, hdr.data0.d103 ++ hdr.data0.d102);
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            values52.write(meta.vidx, hdr.data0.d105 ++ hdr.data0.d104);
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            values53.write(meta.vidx, hdr.data0.d107 ++ hdr.data0.d106);
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            values54.write(meta.vidx, hdr.data0.d109 ++ hdr.data0.d108);
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            values55.write(meta.vidx, hdr.data0.d111 ++ hdr.data0.d110);
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            values56.write(meta.vidx, hdr.data0.d113 ++ hdr.data0.d112);
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            values57.write(meta.vidx, hdr.data0.d115 ++ hdr.data0.d114);
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            values58.write(meta.vidx, hdr.data0.d117 ++ hdr.data0.d116);
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            values59.write(meta.vidx, hdr.data0.d119 ++ hdr.data0.d118);
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            values60.write(meta.vidx, hdr.data0.d121 ++ hdr.data0.d120);
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            values61.write(meta.vidx, hdr.data0.d123 ++ hdr.data0.d122);
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            values62.write(meta.vidx, hdr.data0.d125 ++ hdr.data0.d124);
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            values63.write(meta.vidx, hdr.data0.d127 ++ hdr.data0.d126);
                         }
-                        {
-                            bit<64> v;
-                            values1.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d2;
-                                s1 = hdr.data0.d3;
-                                values1.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d2;
-                                s1 = s1 + hdr.data0.d3;
-                                values1.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values1.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d2 = s0;
-                            hdr.data0.d3 = s1;
+else if (meta.values_op == 1) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            bit<32> values0_t0 = (values0_v[31:0] + hdr.data0.d0);
+                            bit<32> values0_t1 = (values0_v[63:32] + hdr.data0.d1);
+                            bit<32> values0_o0 = values0_t0;
+                            bit<32> values0_o1 = values0_t1;
+                            values0.write(meta.vidx, values0_t1 ++ values0_t0);
+                            hdr.data0.d0 = values0_o0;
+                            hdr.data0.d1 = values0_o1;
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            bit<32> values1_t0 = (values1_v[31:0] + hdr.data0.d2);
+                            bit<32> values1_t1 = (values1_v[63:32] + hdr.data0.d3);
+                            bit<32> values1_o0 = values1_t0;
+                            bit<32> values1_o1 = values1_t1;
+                            values1.write(meta.vidx, values1_t1 ++ values1_t0);
+                            hdr.data0.d2 = values1_o0;
+                            hdr.data0.d3 = values1_o1;
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            bit<32> values2_t0 = (values2_v[31:0] + hdr.data0.d4);
+                            bit<32> values2_t1 = (values2_v[63:32] + hdr.data0.d5);
+                            bit<32> values2_o0 = values2_t0;
+                            bit<32> values2_o1 = values2_t1;
+                            values2.write(meta.vidx, values2_t1 ++ values2_t0);
+                            hdr.data0.d4 = values2_o0;
+                            hdr.data0.d5 = values2_o1;
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            bit<32> values3_t0 = (values3_v[31:0] + hdr.data0.d6);
+                            bit<32> values3_t1 = (values3_v[63:32] + hdr.data0.d7);
+                            bit<32> values3_o0 = values3_t0;
+                            bit<32> values3_o1 = values3_t1;
+                            values3.write(meta.vidx, values3_t1 ++ values3_t0);
+                            hdr.data0.d6 = values3_o0;
+                            hdr.data0.d7 = values3_o1;
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            bit<32> values4_t0 = (values4_v[31:0] + hdr.data0.d8);
+                            bit<32> values4_t1 = (values4_v[63:32] + hdr.data0.d9);
+                            bit<32> values4_o0 = values4_t0;
+                            bit<32> values4_o1 = values4_t1;
+                            values4.write(meta.vidx, values4_t1 ++ values4_t0);
+                            hdr.data0.d8 = values4_o0;
+                            hdr.data0.d9 = values4_o1;
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            bit<32> values5_t0 = (values5_v[31:0] + hdr.data0.d10);
+                            bit<32> values5_t1 = (values5_v[63:32] + hdr.data0.d11);
+                            bit<32> values5_o0 = values5_t0;
+                            bit<32> values5_o1 = values5_t1;
+                            values5.write(meta.vidx, values5_t1 ++ values5_t0);
+                            hdr.data0.d10 = values5_o0;
+                            hdr.data0.d11 = values5_o1;
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            bit<32> values6_t0 = (values6_v[31:0] + hdr.data0.d12);
+                            bit<32> values6_t1 = (values6_v[63:32] + hdr.data0.d13);
+                            bit<32> values6_o0 = values6_t0;
+                            bit<32> values6_o1 = values6_t1;
+                            values6.write(meta.vidx, values6_t1 ++ values6_t0);
+                            hdr.data0.d12 = values6_o0;
+                            hdr.data0.d13 = values6_o1;
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            bit<32> values7_t0 = (values7_v[31:0] + hdr.data0.d14);
+                            bit<32> values7_t1 = (values7_v[63:32] + hdr.data0.d15);
+                            bit<32> values7_o0 = values7_t0;
+                            bit<32> values7_o1 = values7_t1;
+                            values7.write(meta.vidx, values7_t1 ++ values7_t0);
+                            hdr.data0.d14 = values7_o0;
+                            hdr.data0.d15 = values7_o1;
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            bit<32> values8_t0 = (values8_v[31:0] + hdr.data0.d16);
+                            bit<32> values8_t1 = (values8_v[63:32] + hdr.data0.d17);
+                            bit<32> values8_o0 = values8_t0;
+                            bit<32> values8_o1 = values8_t1;
+                            values8.write(meta.vidx, values8_t1 ++ values8_t0);
+                            hdr.data0.d16 = values8_o0;
+                            hdr.data0.d17 = values8_o1;
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            bit<32> values9_t0 = (values9_v[31:0] + hdr.data0.d18);
+                            bit<32> values9_t1 = (values9_v[63:32] + hdr.data0.d19);
+                            bit<32> values9_o0 = values9_t0;
+                            bit<32> values9_o1 = values9_t1;
+                            values9.write(meta.vidx, values9_t1 ++ values9_t0);
+                            hdr.data0.d18 = values9_o0;
+                            hdr.data0.d19 = values9_o1;
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            bit<32> values10_t0 = (values10_v[31:0] + hdr.data0.d20);
+                            bit<32> values10_t1 = (values10_v[63:32] + hdr.data0.d21);
+                            bit<32> values10_o0 = values10_t0;
+                            bit<32> values10_o1 = values10_t1;
+                            values10.write(meta.vidx, values10_t1 ++ values10_t0);
+                            hdr.data0.d20 = values10_o0;
+                            hdr.data0.d21 = values10_o1;
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            bit<32> values11_t0 = (values11_v[31:0] + hdr.data0.d22);
+                            bit<32> values11_t1 = (values11_v[63:32] + hdr.data0.d23);
+                            bit<32> values11_o0 = values11_t0;
+                            bit<32> values11_o1 = values11_t1;
+                            values11.write(meta.vidx, values11_t1 ++ values11_t0);
+                            hdr.data0.d22 = values11_o0;
+                            hdr.data0.d23 = values11_o1;
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            bit<32> values12_t0 = (values12_v[31:0] + hdr.data0.d24);
+                            bit<32> values12_t1 = (values12_v[63:32] + hdr.data0.d25);
+                            bit<32> values12_o0 = values12_t0;
+                            bit<32> values12_o1 = values12_t1;
+                            values12.write(meta.vidx, values12_t1 ++ values12_t0);
+                            hdr.data0.d24 = values12_o0;
+                            hdr.data0.d25 = values12_o1;
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            bit<32> values13_t0 = (values13_v[31:0] + hdr.data0.d26);
+                            bit<32> values13_t1 = (values13_v[63:32] + hdr.data0.d27);
+                            bit<32> values13_o0 = values13_t0;
+                            bit<32> values13_o1 = values13_t1;
+                            values13.write(meta.vidx, values13_t1 ++ values13_t0);
+                            hdr.data0.d26 = values13_o0;
+                            hdr.data0.d27 = values13_o1;
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            bit<32> values14_t0 = (values14_v[31:0] + hdr.data0.d28);
+                            bit<32> values14_t1 = (values14_v[63:32] + hdr.data0.d29);
+                            bit<32> values14_o0 = values14_t0;
+                            bit<32> values14_o1 = values14_t1;
+                            values14.write(meta.vidx, values14_t1 ++ values14_t0);
+                            hdr.data0.d28 = values14_o0;
+                            hdr.data0.d29 = values14_o1;
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            bit<32> values15_t0 = (values15_v[31:0] + hdr.data0.d30);
+                            bit<32> values15_t1 = (values15_v[63:32] + hdr.data0.d31);
+                            bit<32> values15_o0 = values15_t0;
+                            bit<32> values15_o1 = values15_t1;
+                            values15.write(meta.vidx, values15_t1 ++ values15_t0);
+                            hdr.data0.d30 = values15_o0;
+                            hdr.data0.d31 = values15_o1;
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            bit<32> values16_t0 = (values16_v[31:0] + hdr.data0.d32);
+                            bit<32> values16_t1 = (values16_v[63:32] + hdr.data0.d33);
+                            bit<32> values16_o0 = values16_t0;
+                            bit<32> values16_o1 = values16_t1;
+                            values16.write(meta.vidx, values16_t1 ++ values16_t0);
+                            hdr.data0.d32 = values16_o0;
+                            hdr.data0.d33 = values16_o1;
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            bit<32> values17_t0 = (values17_v[31:0] + hdr.data0.d34);
+                            bit<32> values17_t1 = (values17_v[63:32] + hdr.data0.d35);
+                            bit<32> values17_o0 = values17_t0;
+                            bit<32> values17_o1 = values17_t1;
+                            values17.write(meta.vidx, values17_t1 ++ values17_t0);
+                            hdr.data0.d34 = values17_o0;
+                            hdr.data0.d35 = values17_o1;
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            bit<32> values18_t0 = (values18_v[31:0] + hdr.data0.d36);
+                            bit<32> values18_t1 = (values18_v[63:32] + hdr.data0.d37);
+                            bit<32> values18_o0 = values18_t0;
+                            bit<32> values18_o1 = values18_t1;
+                            values18.write(meta.vidx, values18_t1 ++ values18_t0);
+                            hdr.data0.d36 = values18_o0;
+                            hdr.data0.d37 = values18_o1;
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            bit<32> values19_t0 = (values19_v[31:0] + hdr.data0.d38);
+                            bit<32> values19_t1 = (values19_v[63:32] + hdr.data0.d39);
+                            bit<32> values19_o0 = values19_t0;
+                            bit<32> values19_o1 = values19_t1;
+                            values19.write(meta.vidx, values19_t1 ++ values19_t0);
+                            hdr.data0.d38 = values19_o0;
+                            hdr.data0.d39 = values19_o1;
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            bit<32> values20_t0 = (values20_v[31:0] + hdr.data0.d40);
+                            bit<32> values20_t1 = (values20_v[63:32] + hdr.data0.d41);
+                            bit<32> values20_o0 = values20_t0;
+                            bit<32> values20_o1 = values20_t1;
+                            values20.write(meta.vidx, values20_t1 ++ values20_t0);
+                            hdr.data0.d40 = values20_o0;
+                            hdr.data0.d41 = values20_o1;
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            bit<32> values21_t0 = (values21_v[31:0] + hdr.data0.d42);
+                            bit<32> values21_t1 = (values21_v[63:32] + hdr.data0.d43);
+                            bit<32> values21_o0 = values21_t0;
+                            bit<32> values21_o1 = values21_t1;
+                            values21.write(meta.vidx, values21_t1 ++ values21_t0);
+                            hdr.data0.d42 = values21_o0;
+                            hdr.data0.d43 = values21_o1;
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            bit<32> values22_t0 = (values22_v[31:0] + hdr.data0.d44);
+                            bit<32> values22_t1 = (values22_v[63:32] + hdr.data0.d45);
+                            bit<32> values22_o0 = values22_t0;
+                            bit<32> values22_o1 = values22_t1;
+                            values22.write(meta.vidx, values22_t1 ++ values22_t0);
+                            hdr.data0.d44 = values22_o0;
+                            hdr.data0.d45 = values22_o1;
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            bit<32> values23_t0 = (values23_v[31:0] + hdr.data0.d46);
+                            bit<32> values23_t1 = (values23_v[63:32] + hdr.data0.d47);
+                            bit<32> values23_o0 = values23_t0;
+                            bit<32> values23_o1 = values23_t1;
+                            values23.write(meta.vidx, values23_t1 ++ values23_t0);
+                            hdr.data0.d46 = values23_o0;
+                            hdr.data0.d47 = values23_o1;
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            bit<32> values24_t0 = (values24_v[31:0] + hdr.data0.d48);
+                            bit<32> values24_t1 = (values24_v[63:32] + hdr.data0.d49);
+                            bit<32> values24_o0 = values24_t0;
+                            bit<32> values24_o1 = values24_t1;
+                            values24.write(meta.vidx, values24_t1 ++ values24_t0);
+                            hdr.data0.d48 = values24_o0;
+                            hdr.data0.d49 = values24_o1;
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            bit<32> values25_t0 = (values25_v[31:0] + hdr.data0.d50);
+                            bit<32> values25_t1 = (values25_v[63:32] + hdr.data0.d51);
+                            bit<32> values25_o0 = values25_t0;
+                            bit<32> values25_o1 = values25_t1;
+                            values25.write(meta.vidx, values25_t1 ++ values25_t0);
+                            hdr.data0.d50 = values25_o0;
+                            hdr.data0.d51 = values25_o1;
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            bit<32> values26_t0 = (values26_v[31:0] + hdr.data0.d52);
+                            bit<32> values26_t1 = (values26_v[63:32] + hdr.data0.d53);
+                            bit<32> values26_o0 = values26_t0;
+                            bit<32> values26_o1 = values26_t1;
+                            values26.write(meta.vidx, values26_t1 ++ values26_t0);
+                            hdr.data0.d52 = values26_o0;
+                            hdr.data0.d53 = values26_o1;
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            bit<32> values27_t0 = (values27_v[31:0] + hdr.data0.d54);
+                            bit<32> values27_t1 = (values27_v[63:32] + hdr.data0.d55);
+                            bit<32> values27_o0 = values27_t0;
+                            bit<32> values27_o1 = values27_t1;
+                            values27.write(meta.vidx, values27_t1 ++ values27_t0);
+                            hdr.data0.d54 = values27_o0;
+                            hdr.data0.d55 = values27_o1;
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            bit<32> values28_t0 = (values28_v[31:0] + hdr.data0.d56);
+                            bit<32> values28_t1 = (values28_v[63:32] + hdr.data0.d57);
+                            bit<32> values28_o0 = values28_t0;
+                            bit<32> values28_o1 = values28_t1;
+                            values28.write(meta.vidx, values28_t1 ++ values28_t0);
+                            hdr.data0.d56 = values28_o0;
+                            hdr.data0.d57 = values28_o1;
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            bit<32> values29_t0 = (values29_v[31:0] + hdr.data0.d58);
+                            bit<32> values29_t1 = (values29_v[63:32] + hdr.data0.d59);
+                            bit<32> values29_o0 = values29_t0;
+                            bit<32> values29_o1 = values29_t1;
+                            values29.write(meta.vidx, values29_t1 ++ values29_t0);
+                            hdr.data0.d58 = values29_o0;
+                            hdr.data0.d59 = values29_o1;
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            bit<32> values30_t0 = (values30_v[31:0] + hdr.data0.d60);
+                            bit<32> values30_t1 = (values30_v[63:32] + hdr.data0.d61);
+                            bit<32> values30_o0 = values30_t0;
+                            bit<32> values30_o1 = values30_t1;
+                            values30.write(meta.vidx, values30_t1 ++ values30_t0);
+                            hdr.data0.d60 = values30_o0;
+                            hdr.data0.d61 = values30_o1;
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            bit<32> values31_t0 = (values31_v[31:0] + hdr.data0.d62);
+                            bit<32> values31_t1 = (values31_v[63:32] + hdr.data0.d63);
+                            bit<32> values31_o0 = values31_t0;
+                            bit<32> values31_o1 = values31_t1;
+                            values31.write(meta.vidx, values31_t1 ++ values31_t0);
+                            hdr.data0.d62 = values31_o0;
+                            hdr.data0.d63 = values31_o1;
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            bit<32> values32_t0 = (values32_v[31:0] + hdr.data0.d64);
+                            bit<32> values32_t1 = (values32_v[63:32] + hdr.data0.d65);
+                            bit<32> values32_o0 = values32_t0;
+                            bit<32> values32_o1 = values32_t1;
+                            values32.write(meta.vidx, values32_t1 ++ values32_t0);
+                            hdr.data0.d64 = values32_o0;
+                            hdr.data0.d65 = values32_o1;
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            bit<32> values33_t0 = (values33_v[31:0] + hdr.data0.d66);
+                            bit<32> values33_t1 = (values33_v[63:32] + hdr.data0.d67);
+                            bit<32> values33_o0 = values33_t0;
+                            bit<32> values33_o1 = values33_t1;
+                            values33.write(meta.vidx, values33_t1 ++ values33_t0);
+                            hdr.data0.d66 = values33_o0;
+                            hdr.data0.d67 = values33_o1;
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            bit<32> values34_t0 = (values34_v[31:0] + hdr.data0.d68);
+                            bit<32> values34_t1 = (values34_v[63:32] + hdr.data0.d69);
+                            bit<32> values34_o0 = values34_t0;
+                            bit<32> values34_o1 = values34_t1;
+                            values34.write(meta.vidx, values34_t1 ++ values34_t0);
+                            hdr.data0.d68 = values34_o0;
+                            hdr.data0.d69 = values34_o1;
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            bit<32> values35_t0 = (values35_v[31:0] + hdr.data0.d70);
+                            bit<32> values35_t1 = (values35_v[63:32] + hdr.data0.d71);
+                            bit<32> values35_o0 = values35_t0;
+                            bit<32> values35_o1 = values35_t1;
+                            values35.write(meta.vidx, values35_t1 ++ values35_t0);
+                            hdr.data0.d70 = values35_o0;
+                            hdr.data0.d71 = values35_o1;
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            bit<32> values36_t0 = (values36_v[31:0] + hdr.data0.d72);
+                            bit<32> values36_t1 = (values36_v[63:32] + hdr.data0.d73);
+                            bit<32> values36_o0 = values36_t0;
+                            bit<32> values36_o1 = values36_t1;
+                            values36.write(meta.vidx, values36_t1 ++ values36_t0);
+                            hdr.data0.d72 = values36_o0;
+                            hdr.data0.d73 = values36_o1;
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            bit<32> values37_t0 = (values37_v[31:0] + hdr.data0.d74);
+                            bit<32> values37_t1 = (values37_v[63:32] + hdr.data0.d75);
+                            bit<32> values37_o0 = values37_t0;
+                            bit<32> values37_o1 = values37_t1;
+                            values37.write(meta.vidx, values37_t1 ++ values37_t0);
+                            hdr.data0.d74 = values37_o0;
+                            hdr.data0.d75 = values37_o1;
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            bit<32> values38_t0 = (values38_v[31:0] + hdr.data0.d76);
+                            bit<32> values38_t1 = (values38_v[63:32] + hdr.data0.d77);
+                            bit<32> values38_o0 = values38_t0;
+                            bit<32> values38_o1 = values38_t1;
+                            values38.write(meta.vidx, values38_t1 ++ values38_t0);
+                            hdr.data0.d76 = values38_o0;
+                            hdr.data0.d77 = values38_o1;
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            bit<32> values39_t0 = (values39_v[31:0] + hdr.data0.d78);
+                            bit<32> values39_t1 = (values39_v[63:32] + hdr.data0.d79);
+                            bit<32> values39_o0 = values39_t0;
+                            bit<32> values39_o1 = values39_t1;
+                            values39.write(meta.vidx, values39_t1 ++ values39_t0);
+                            hdr.data0.d78 = values39_o0;
+                            hdr.data0.d79 = values39_o1;
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            bit<32> values40_t0 = (values40_v[31:0] + hdr.data0.d80);
+                            bit<32> values40_t1 = (values40_v[63:32] + hdr.data0.d81);
+                            bit<32> values40_o0 = values40_t0;
+                            bit<32> values40_o1 = values40_t1;
+                            values40.write(meta.vidx, values40_t1 ++ values40_t0);
+                            hdr.data0.d80 = values40_o0;
+                            hdr.data0.d81 = values40_o1;
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            bit<32> values41_t0 = (values41_v[31:0] + hdr.data0.d82);
+                            bit<32> values41_t1 = (values41_v[63:32] + hdr.data0.d83);
+                            bit<32> values41_o0 = values41_t0;
+                            bit<32> values41_o1 = values41_t1;
+                            values41.write(meta.vidx, values41_t1 ++ values41_t0);
+                            hdr.data0.d82 = values41_o0;
+                            hdr.data0.d83 = values41_o1;
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            bit<32> values42_t0 = (values42_v[31:0] + hdr.data0.d84);
+                            bit<32> values42_t1 = (values42_v[63:32] + hdr.data0.d85);
+                            bit<32> values42_o0 = values42_t0;
+                            bit<32> values42_o1 = values42_t1;
+                            values42.write(meta.vidx, values42_t1 ++ values42_t0);
+                            hdr.data0.d84 = values42_o0;
+                            hdr.data0.d85 = values42_o1;
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            bit<32> values43_t0 = (values43_v[31:0] + hdr.data0.d86);
+                            bit<32> values43_t1 = (values43_v[63:32] + hdr.data0.d87);
+                            bit<32> values43_o0 = values43_t0;
+                            bit<32> values43_o1 = values43_t1;
+                            values43.write(meta.vidx, values43_t1 ++ values43_t0);
+                            hdr.data0.d86 = values43_o0;
+                            hdr.data0.d87 = values43_o1;
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            bit<32> values44_t0 = (values44_v[31:0] + hdr.data0.d88);
+                            bit<32> values44_t1 = (values44_v[63:32] + hdr.data0.d89);
+                            bit<32> values44_o0 = values44_t0;
+                            bit<32> values44_o1 = values44_t1;
+                            values44.write(meta.vidx, values44_t1 ++ values44_t0);
+                            hdr.data0.d88 = values44_o0;
+                            hdr.data0.d89 = values44_o1;
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            bit<32> values45_t0 = (values45_v[31:0] + hdr.data0.d90);
+                            bit<32> values45_t1 = (values45_v[63:32] + hdr.data0.d91);
+                            bit<32> values45_o0 = values45_t0;
+                            bit<32> values45_o1 = values45_t1;
+                            values45.write(meta.vidx, values45_t1 ++ values45_t0);
+                            hdr.data0.d90 = values45_o0;
+                            hdr.data0.d91 = values45_o1;
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            bit<32> values46_t0 = (values46_v[31:0] + hdr.data0.d92);
+                            bit<32> values46_t1 = (values46_v[63:32] + hdr.data0.d93);
+                            bit<32> values46_o0 = values46_t0;
+                            bit<32> values46_o1 = values46_t1;
+                            values46.write(meta.vidx, values46_t1 ++ values46_t0);
+                            hdr.data0.d92 = values46_o0;
+                            hdr.data0.d93 = values46_o1;
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            bit<32> values47_t0 = (values47_v[31:0] + hdr.data0.d94);
+                            bit<32> values47_t1 = (values47_v[63:32] + hdr.data0.d95);
+                            bit<32> values47_o0 = values47_t0;
+                            bit<32> values47_o1 = values47_t1;
+                            values47.write(meta.vidx, values47_t1 ++ values47_t0);
+                            hdr.data0.d94 = values47_o0;
+                            hdr.data0.d95 = values47_o1;
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            bit<32> values48_t0 = (values48_v[31:0] + hdr.data0.d96);
+                            bit<32> values48_t1 = (values48_v[63:32] + hdr.data0.d97);
+                            bit<32> values48_o0 = values48_t0;
+                            bit<32> values48_o1 = values48_t1;
+                            values48.write(meta.vidx, values48_t1 ++ values48_t0);
+                            hdr.data0.d96 = values48_o0;
+                            hdr.data0.d97 = values48_o1;
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            bit<32> values49_t0 = (values49_v[31:0] + hdr.data0.d98);
+                            bit<32> values49_t1 = (values49_v[63:32] + hdr.data0.d99);
+                            bit<32> values49_o0 = values49_t0;
+                            bit<32> values49_o1 = values49_t1;
+                            values49.write(meta.vidx, values49_t1 ++ values49_t0);
+                            hdr.data0.d98 = values49_o0;
+                            hdr.data0.d99 = values49_o1;
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            bit<32> values50_t0 = (values50_v[31:0] + hdr.data0.d100);
+                            bit<32> values50_t1 = (values50_v[63:32] + hdr.data0.d101);
+                            bit<32> values50_o0 = values50_t0;
+                            bit<32> values50_o1 = values50_t1;
+                            values50.write(meta.vidx, values50_t1 ++ values50_t0);
+                            hdr.data0.d100 = values50_o0;
+                            hdr.data0.d101 = values50_o1;
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            bit<32> values51_t0 = (values51_v[31:0] + hdr.data0.d102);
+                            bit<32> values51_t1 = (values51_v[63:32] + hdr.data0.d103);
+                            bit<32> values51_o0 = values51_t0;
+                            bit<32> values51_o1 = values51_t1;
+                            values51.write(meta.vidx, values51_t1 ++ values51_t0);
+                            hdr.data0.d102 = values51_o0;
+                            hdr.data0.d103 = values51_o1;
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            bit<32> values52_t0 = (values52_v[31:0] + hdr.data0.d104);
+                            bit<32> values52_t1 = (values52_v[63:32] + hdr.data0.d105);
+                            bit<32> values52_o0 = values52_t0;
+                            bit<32> values52_o1 = values52_t1;
+                            values52.write(meta.vidx, values52_t1 ++ values52_t0);
+                            hdr.data0.d104 = values52_o0;
+                            hdr.data0.d105 = values52_o1;
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            bit<32> values53_t0 = (values53_v[31:0] + hdr.data0.d106);
+                            bit<32> values53_t1 = (values53_v[63:32] + hdr.data0.d107);
+                            bit<32> values53_o0 = values53_t0;
+                            bit<32> values53_o1 = values53_t1;
+                            values53.write(meta.vidx, values53_t1 ++ values53_t0);
+                            hdr.data0.d106 = values53_o0;
+                            hdr.data0.d107 = values53_o1;
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            bit<32> values54_t0 = (values54_v[31:0] + hdr.data0.d108);
+                            bit<32> values54_t1 = (values54_v[63:32] + hdr.data0.d109);
+                            bit<32> values54_o0 = values54_t0;
+                            bit<32> values54_o1 = values54_t1;
+                            values54.write(meta.vidx, values54_t1 ++ values54_t0);
+                            hdr.data0.d108 = values54_o0;
+                            hdr.data0.d109 = values54_o1;
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            bit<32> values55_t0 = (values55_v[31:0] + hdr.data0.d110);
+                            bit<32> values55_t1 = (values55_v[63:32] + hdr.data0.d111);
+                            bit<32> values55_o0 = values55_t0;
+                            bit<32> values55_o1 = values55_t1;
+                            values55.write(meta.vidx, values55_t1 ++ values55_t0);
+                            hdr.data0.d110 = values55_o0;
+                            hdr.data0.d111 = values55_o1;
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            bit<32> values56_t0 = (values56_v[31:0] + hdr.data0.d112);
+                            bit<32> values56_t1 = (values56_v[63:32] + hdr.data0.d113);
+                            bit<32> values56_o0 = values56_t0;
+                            bit<32> values56_o1 = values56_t1;
+                            values56.write(meta.vidx, values56_t1 ++ values56_t0);
+                            hdr.data0.d112 = values56_o0;
+                            hdr.data0.d113 = values56_o1;
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            bit<32> values57_t0 = (values57_v[31:0] + hdr.data0.d114);
+                            bit<32> values57_t1 = (values57_v[63:32] + hdr.data0.d115);
+                            bit<32> values57_o0 = values57_t0;
+                            bit<32> values57_o1 = values57_t1;
+                            values57.write(meta.vidx, values57_t1 ++ values57_t0);
+                            hdr.data0.d114 = values57_o0;
+                            hdr.data0.d115 = values57_o1;
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            bit<32> values58_t0 = (values58_v[31:0] + hdr.data0.d116);
+                            bit<32> values58_t1 = (values58_v[63:32] + hdr.data0.d117);
+                            bit<32> values58_o0 = values58_t0;
+                            bit<32> values58_o1 = values58_t1;
+                            values58.write(meta.vidx, values58_t1 ++ values58_t0);
+                            hdr.data0.d116 = values58_o0;
+                            hdr.data0.d117 = values58_o1;
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            bit<32> values59_t0 = (values59_v[31:0] + hdr.data0.d118);
+                            bit<32> values59_t1 = (values59_v[63:32] + hdr.data0.d119);
+                            bit<32> values59_o0 = values59_t0;
+                            bit<32> values59_o1 = values59_t1;
+                            values59.write(meta.vidx, values59_t1 ++ values59_t0);
+                            hdr.data0.d118 = values59_o0;
+                            hdr.data0.d119 = values59_o1;
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            bit<32> values60_t0 = (values60_v[31:0] + hdr.data0.d120);
+                            bit<32> values60_t1 = (values60_v[63:32] + hdr.data0.d121);
+                            bit<32> values60_o0 = values60_t0;
+                            bit<32> values60_o1 = values60_t1;
+                            values60.write(meta.vidx, values60_t1 ++ values60_t0);
+                            hdr.data0.d120 = values60_o0;
+                            hdr.data0.d121 = values60_o1;
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            bit<32> values61_t0 = (values61_v[31:0] + hdr.data0.d122);
+                            bit<32> values61_t1 = (values61_v[63:32] + hdr.data0.d123);
+                            bit<32> values61_o0 = values61_t0;
+                            bit<32> values61_o1 = values61_t1;
+                            values61.write(meta.vidx, values61_t1 ++ values61_t0);
+                            hdr.data0.d122 = values61_o0;
+                            hdr.data0.d123 = values61_o1;
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            bit<32> values62_t0 = (values62_v[31:0] + hdr.data0.d124);
+                            bit<32> values62_t1 = (values62_v[63:32] + hdr.data0.d125);
+                            bit<32> values62_o0 = values62_t0;
+                            bit<32> values62_o1 = values62_t1;
+                            values62.write(meta.vidx, values62_t1 ++ values62_t0);
+                            hdr.data0.d124 = values62_o0;
+                            hdr.data0.d125 = values62_o1;
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            bit<32> values63_t0 = (values63_v[31:0] + hdr.data0.d126);
+                            bit<32> values63_t1 = (values63_v[63:32] + hdr.data0.d127);
+                            bit<32> values63_o0 = values63_t0;
+                            bit<32> values63_o1 = values63_t1;
+                            values63.write(meta.vidx, values63_t1 ++ values63_t0);
+                            hdr.data0.d126 = values63_o0;
+                            hdr.data0.d127 = values63_o1;
                         }
-                        {
-                            bit<64> v;
-                            values2.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d4;
-                                s1 = hdr.data0.d5;
-                                values2.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d4;
-                                s1 = s1 + hdr.data0.d5;
-                                values2.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values2.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d4 = s0;
-                            hdr.data0.d5 = s1;
+else if (meta.values_op == 2) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            bit<32> values0_o0 = values0_v[31:0];
+                            bit<32> values0_o1 = values0_v[63:32];
+                            hdr.data0.d0 = values0_o0;
+                            hdr.data0.d1 = values0_o1;
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            bit<32> values1_o0 = values1_v[31:0];
+                            bit<32> values1_o1 = values1_v[63:32];
+                            hdr.data0.d2 = values1_o0;
+                            hdr.data0.d3 = values1_o1;
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            bit<32> values2_o0 = values2_v[31:0];
+                            bit<32> values2_o1 = values2_v[63:32];
+                            hdr.data0.d4 = values2_o0;
+                            hdr.data0.d5 = values2_o1;
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            bit<32> values3_o0 = values3_v[31:0];
+                            bit<32> values3_o1 = values3_v[63:32];
+                            hdr.data0.d6 = values3_o0;
+                            hdr.data0.d7 = values3_o1;
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            bit<32> values4_o0 = values4_v[31:0];
+                            bit<32> values4_o1 = values4_v[63:32];
+                            hdr.data0.d8 = values4_o0;
+                            hdr.data0.d9 = values4_o1;
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            bit<32> values5_o0 = values5_v[31:0];
+                            bit<32> values5_o1 = values5_v[63:32];
+                            hdr.data0.d10 = values5_o0;
+                            hdr.data0.d11 = values5_o1;
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            bit<32> values6_o0 = values6_v[31:0];
+                            bit<32> values6_o1 = values6_v[63:32];
+                            hdr.data0.d12 = values6_o0;
+                            hdr.data0.d13 = values6_o1;
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            bit<32> values7_o0 = values7_v[31:0];
+                            bit<32> values7_o1 = values7_v[63:32];
+                            hdr.data0.d14 = values7_o0;
+                            hdr.data0.d15 = values7_o1;
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            bit<32> values8_o0 = values8_v[31:0];
+                            bit<32> values8_o1 = values8_v[63:32];
+                            hdr.data0.d16 = values8_o0;
+                            hdr.data0.d17 = values8_o1;
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            bit<32> values9_o0 = values9_v[31:0];
+                            bit<32> values9_o1 = values9_v[63:32];
+                            hdr.data0.d18 = values9_o0;
+                            hdr.data0.d19 = values9_o1;
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            bit<32> values10_o0 = values10_v[31:0];
+                            bit<32> values10_o1 = values10_v[63:32];
+                            hdr.data0.d20 = values10_o0;
+                            hdr.data0.d21 = values10_o1;
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            bit<32> values11_o0 = values11_v[31:0];
+                            bit<32> values11_o1 = values11_v[63:32];
+                            hdr.data0.d22 = values11_o0;
+                            hdr.data0.d23 = values11_o1;
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            bit<32> values12_o0 = values12_v[31:0];
+                            bit<32> values12_o1 = values12_v[63:32];
+                            hdr.data0.d24 = values12_o0;
+                            hdr.data0.d25 = values12_o1;
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            bit<32> values13_o0 = values13_v[31:0];
+                            bit<32> values13_o1 = values13_v[63:32];
+                            hdr.data0.d26 = values13_o0;
+                            hdr.data0.d27 = values13_o1;
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            bit<32> values14_o0 = values14_v[31:0];
+                            bit<32> values14_o1 = values14_v[63:32];
+                            hdr.data0.d28 = values14_o0;
+                            hdr.data0.d29 = values14_o1;
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            bit<32> values15_o0 = values15_v[31:0];
+                            bit<32> values15_o1 = values15_v[63:32];
+                            hdr.data0.d30 = values15_o0;
+                            hdr.data0.d31 = values15_o1;
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            bit<32> values16_o0 = values16_v[31:0];
+                            bit<32> values16_o1 = values16_v[63:32];
+                            hdr.data0.d32 = values16_o0;
+                            hdr.data0.d33 = values16_o1;
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            bit<32> values17_o0 = values17_v[31:0];
+                            bit<32> values17_o1 = values17_v[63:32];
+                            hdr.data0.d34 = values17_o0;
+                            hdr.data0.d35 = values17_o1;
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            bit<32> values18_o0 = values18_v[31:0];
+                            bit<32> values18_o1 = values18_v[63:32];
+                            hdr.data0.d36 = values18_o0;
+                            hdr.data0.d37 = values18_o1;
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            bit<32> values19_o0 = values19_v[31:0];
+                            bit<32> values19_o1 = values19_v[63:32];
+                            hdr.data0.d38 = values19_o0;
+                            hdr.data0.d39 = values19_o1;
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            bit<32> values20_o0 = values20_v[31:0];
+                            bit<32> values20_o1 = values20_v[63:32];
+                            hdr.data0.d40 = values20_o0;
+                            hdr.data0.d41 = values20_o1;
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            bit<32> values21_o0 = values21_v[31:0];
+                            bit<32> values21_o1 = values21_v[63:32];
+                            hdr.data0.d42 = values21_o0;
+                            hdr.data0.d43 = values21_o1;
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            bit<32> values22_o0 = values22_v[31:0];
+                            bit<32> values22_o1 = values22_v[63:32];
+                            hdr.data0.d44 = values22_o0;
+                            hdr.data0.d45 = values22_o1;
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            bit<32> values23_o0 = values23_v[31:0];
+                            bit<32> values23_o1 = values23_v[63:32];
+                            hdr.data0.d46 = values23_o0;
+                            hdr.data0.d47 = values23_o1;
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            bit<32> values24_o0 = values24_v[31:0];
+                            bit<32> values24_o1 = values24_v[63:32];
+                            hdr.data0.d48 = values24_o0;
+                            hdr.data0.d49 = values24_o1;
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            bit<32> values25_o0 = values25_v[31:0];
+                            bit<32> values25_o1 = values25_v[63:32];
+                            hdr.data0.d50 = values25_o0;
+                            hdr.data0.d51 = values25_o1;
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            bit<32> values26_o0 = values26_v[31:0];
+                            bit<32> values26_o1 = values26_v[63:32];
+                            hdr.data0.d52 = values26_o0;
+                            hdr.data0.d53 = values26_o1;
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            bit<32> values27_o0 = values27_v[31:0];
+                            bit<32> values27_o1 = values27_v[63:32];
+                            hdr.data0.d54 = values27_o0;
+                            hdr.data0.d55 = values27_o1;
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            bit<32> values28_o0 = values28_v[31:0];
+                            bit<32> values28_o1 = values28_v[63:32];
+                            hdr.data0.d56 = values28_o0;
+                            hdr.data0.d57 = values28_o1;
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            bit<32> values29_o0 = values29_v[31:0];
+                            bit<32> values29_o1 = values29_v[63:32];
+                            hdr.data0.d58 = values29_o0;
+                            hdr.data0.d59 = values29_o1;
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            bit<32> values30_o0 = values30_v[31:0];
+                            bit<32> values30_o1 = values30_v[63:32];
+                            hdr.data0.d60 = values30_o0;
+                            hdr.data0.d61 = values30_o1;
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            bit<32> values31_o0 = values31_v[31:0];
+                            bit<32> values31_o1 = values31_v[63:32];
+                            hdr.data0.d62 = values31_o0;
+                            hdr.data0.d63 = values31_o1;
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            bit<32> values32_o0 = values32_v[31:0];
+                            bit<32> values32_o1 = values32_v[63:32];
+                            hdr.data0.d64 = values32_o0;
+                            hdr.data0.d65 = values32_o1;
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            bit<32> values33_o0 = values33_v[31:0];
+                            bit<32> values33_o1 = values33_v[63:32];
+                            hdr.data0.d66 = values33_o0;
+                            hdr.data0.d67 = values33_o1;
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            bit<32> values34_o0 = values34_v[31:0];
+                            bit<32> values34_o1 = values34_v[63:32];
+                            hdr.data0.d68 = values34_o0;
+                            hdr.data0.d69 = values34_o1;
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            bit<32> values35_o0 = values35_v[31:0];
+                            bit<32> values35_o1 = values35_v[63:32];
+                            hdr.data0.d70 = values35_o0;
+                            hdr.data0.d71 = values35_o1;
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            bit<32> values36_o0 = values36_v[31:0];
+                            bit<32> values36_o1 = values36_v[63:32];
+                            hdr.data0.d72 = values36_o0;
+                            hdr.data0.d73 = values36_o1;
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            bit<32> values37_o0 = values37_v[31:0];
+                            bit<32> values37_o1 = values37_v[63:32];
+                            hdr.data0.d74 = values37_o0;
+                            hdr.data0.d75 = values37_o1;
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            bit<32> values38_o0 = values38_v[31:0];
+                            bit<32> values38_o1 = values38_v[63:32];
+                            hdr.data0.d76 = values38_o0;
+                            hdr.data0.d77 = values38_o1;
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            bit<32> values39_o0 = values39_v[31:0];
+                            bit<32> values39_o1 = values39_v[63:32];
+                            hdr.data0.d78 = values39_o0;
+                            hdr.data0.d79 = values39_o1;
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            bit<32> values40_o0 = values40_v[31:0];
+                            bit<32> values40_o1 = values40_v[63:32];
+                            hdr.data0.d80 = values40_o0;
+                            hdr.data0.d81 = values40_o1;
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            bit<32> values41_o0 = values41_v[31:0];
+                            bit<32> values41_o1 = values41_v[63:32];
+                            hdr.data0.d82 = values41_o0;
+                            hdr.data0.d83 = values41_o1;
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            bit<32> values42_o0 = values42_v[31:0];
+                            bit<32> values42_o1 = values42_v[63:32];
+                            hdr.data0.d84 = values42_o0;
+                            hdr.data0.d85 = values42_o1;
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            bit<32> values43_o0 = values43_v[31:0];
+                            bit<32> values43_o1 = values43_v[63:32];
+                            hdr.data0.d86 = values43_o0;
+                            hdr.data0.d87 = values43_o1;
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            bit<32> values44_o0 = values44_v[31:0];
+                            bit<32> values44_o1 = values44_v[63:32];
+                            hdr.data0.d88 = values44_o0;
+                            hdr.data0.d89 = values44_o1;
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            bit<32> values45_o0 = values45_v[31:0];
+                            bit<32> values45_o1 = values45_v[63:32];
+                            hdr.data0.d90 = values45_o0;
+                            hdr.data0.d91 = values45_o1;
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            bit<32> values46_o0 = values46_v[31:0];
+                            bit<32> values46_o1 = values46_v[63:32];
+                            hdr.data0.d92 = values46_o0;
+                            hdr.data0.d93 = values46_o1;
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            bit<32> values47_o0 = values47_v[31:0];
+                            bit<32> values47_o1 = values47_v[63:32];
+                            hdr.data0.d94 = values47_o0;
+                            hdr.data0.d95 = values47_o1;
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            bit<32> values48_o0 = values48_v[31:0];
+                            bit<32> values48_o1 = values48_v[63:32];
+                            hdr.data0.d96 = values48_o0;
+                            hdr.data0.d97 = values48_o1;
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            bit<32> values49_o0 = values49_v[31:0];
+                            bit<32> values49_o1 = values49_v[63:32];
+                            hdr.data0.d98 = values49_o0;
+                            hdr.data0.d99 = values49_o1;
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            bit<32> values50_o0 = values50_v[31:0];
+                            bit<32> values50_o1 = values50_v[63:32];
+                            hdr.data0.d100 = values50_o0;
+                            hdr.data0.d101 = values50_o1;
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            bit<32> values51_o0 = values51_v[31:0];
+                            bit<32> values51_o1 = values51_v[63:32];
+                            hdr.data0.d102 = values51_o0;
+                            hdr.data0.d103 = values51_o1;
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            bit<32> values52_o0 = values52_v[31:0];
+                            bit<32> values52_o1 = values52_v[63:32];
+                            hdr.data0.d104 = values52_o0;
+                            hdr.data0.d105 = values52_o1;
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            bit<32> values53_o0 = values53_v[31:0];
+                            bit<32> values53_o1 = values53_v[63:32];
+                            hdr.data0.d106 = values53_o0;
+                            hdr.data0.d107 = values53_o1;
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            bit<32> values54_o0 = values54_v[31:0];
+                            bit<32> values54_o1 = values54_v[63:32];
+                            hdr.data0.d108 = values54_o0;
+                            hdr.data0.d109 = values54_o1;
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            bit<32> values55_o0 = values55_v[31:0];
+                            bit<32> values55_o1 = values55_v[63:32];
+                            hdr.data0.d110 = values55_o0;
+                            hdr.data0.d111 = values55_o1;
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            bit<32> values56_o0 = values56_v[31:0];
+                            bit<32> values56_o1 = values56_v[63:32];
+                            hdr.data0.d112 = values56_o0;
+                            hdr.data0.d113 = values56_o1;
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            bit<32> values57_o0 = values57_v[31:0];
+                            bit<32> values57_o1 = values57_v[63:32];
+                            hdr.data0.d114 = values57_o0;
+                            hdr.data0.d115 = values57_o1;
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            bit<32> values58_o0 = values58_v[31:0];
+                            bit<32> values58_o1 = values58_v[63:32];
+                            hdr.data0.d116 = values58_o0;
+                            hdr.data0.d117 = values58_o1;
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            bit<32> values59_o0 = values59_v[31:0];
+                            bit<32> values59_o1 = values59_v[63:32];
+                            hdr.data0.d118 = values59_o0;
+                            hdr.data0.d119 = values59_o1;
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            bit<32> values60_o0 = values60_v[31:0];
+                            bit<32> values60_o1 = values60_v[63:32];
+                            hdr.data0.d120 = values60_o0;
+                            hdr.data0.d121 = values60_o1;
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            bit<32> values61_o0 = values61_v[31:0];
+                            bit<32> values61_o1 = values61_v[63:32];
+                            hdr.data0.d122 = values61_o0;
+                            hdr.data0.d123 = values61_o1;
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            bit<32> values62_o0 = values62_v[31:0];
+                            bit<32> values62_o1 = values62_v[63:32];
+                            hdr.data0.d124 = values62_o0;
+                            hdr.data0.d125 = values62_o1;
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            bit<32> values63_o0 = values63_v[31:0];
+                            bit<32> values63_o1 = values63_v[63:32];
+                            hdr.data0.d126 = values63_o0;
+                            hdr.data0.d127 = values63_o1;
                         }
-                        {
-                            bit<64> v;
-                            values3.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d6;
-                                s1 = hdr.data0.d7;
-                                values3.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d6;
-                                s1 = s1 + hdr.data0.d7;
-                                values3.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values3.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d6 = s0;
-                            hdr.data0.d7 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values4.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d8;
-                                s1 = hdr.data0.d9;
-                                values4.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d8;
-                                s1 = s1 + hdr.data0.d9;
-                                values4.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values4.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d8 = s0;
-                            hdr.data0.d9 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values5.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d10;
-                                s1 = hdr.data0.d11;
-                                values5.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d10;
-                                s1 = s1 + hdr.data0.d11;
-                                values5.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values5.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d10 = s0;
-                            hdr.data0.d11 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values6.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d12;
-                                s1 = hdr.data0.d13;
-                                values6.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d12;
-                                s1 = s1 + hdr.data0.d13;
-                                values6.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values6.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d12 = s0;
-                            hdr.data0.d13 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values7.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d14;
-                                s1 = hdr.data0.d15;
-                                values7.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d14;
-                                s1 = s1 + hdr.data0.d15;
-                                values7.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values7.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d14 = s0;
-                            hdr.data0.d15 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values8.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d16;
-                                s1 = hdr.data0.d17;
-                                values8.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d16;
-                                s1 = s1 + hdr.data0.d17;
-                                values8.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values8.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d16 = s0;
-                            hdr.data0.d17 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values9.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d18;
-                                s1 = hdr.data0.d19;
-                                values9.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d18;
-                                s1 = s1 + hdr.data0.d19;
-                                values9.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values9.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d18 = s0;
-                            hdr.data0.d19 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values10.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d20;
-                                s1 = hdr.data0.d21;
-                                values10.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d20;
-                                s1 = s1 + hdr.data0.d21;
-                                values10.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values10.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d20 = s0;
-                            hdr.data0.d21 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values11.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d22;
-                                s1 = hdr.data0.d23;
-                                values11.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d22;
-                                s1 = s1 + hdr.data0.d23;
-                                values11.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values11.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d22 = s0;
-                            hdr.data0.d23 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values12.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d24;
-                                s1 = hdr.data0.d25;
-                                values12.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d24;
-                                s1 = s1 + hdr.data0.d25;
-                                values12.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values12.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d24 = s0;
-                            hdr.data0.d25 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values13.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d26;
-                                s1 = hdr.data0.d27;
-                                values13.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d26;
-                                s1 = s1 + hdr.data0.d27;
-                                values13.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values13.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d26 = s0;
-                            hdr.data0.d27 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values14.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d28;
-                                s1 = hdr.data0.d29;
-                                values14.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d28;
-                                s1 = s1 + hdr.data0.d29;
-                                values14.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values14.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d28 = s0;
-                            hdr.data0.d29 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values15.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d30;
-                                s1 = hdr.data0.d31;
-                                values15.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d30;
-                                s1 = s1 + hdr.data0.d31;
-                                values15.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values15.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d30 = s0;
-                            hdr.data0.d31 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values16.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d32;
-                                s1 = hdr.data0.d33;
-                                values16.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d32;
-                                s1 = s1 + hdr.data0.d33;
-                                values16.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values16.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d32 = s0;
-                            hdr.data0.d33 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values17.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d34;
-                                s1 = hdr.data0.d35;
-                                values17.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d34;
-                                s1 = s1 + hdr.data0.d35;
-                                values17.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values17.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d34 = s0;
-                            hdr.data0.d35 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values18.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d36;
-                                s1 = hdr.data0.d37;
-                                values18.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d36;
-                                s1 = s1 + hdr.data0.d37;
-                                values18.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values18.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d36 = s0;
-                            hdr.data0.d37 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values19.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d38;
-                                s1 = hdr.data0.d39;
-                                values19.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d38;
-                                s1 = s1 + hdr.data0.d39;
-                                values19.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values19.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d38 = s0;
-                            hdr.data0.d39 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values20.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d40;
-                                s1 = hdr.data0.d41;
-                                values20.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d40;
-                                s1 = s1 + hdr.data0.d41;
-                                values20.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values20.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d40 = s0;
-                            hdr.data0.d41 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values21.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d42;
-                                s1 = hdr.data0.d43;
-                                values21.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d42;
-                                s1 = s1 + hdr.data0.d43;
-                                values21.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values21.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d42 = s0;
-                            hdr.data0.d43 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values22.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d44;
-                                s1 = hdr.data0.d45;
-                                values22.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d44;
-                                s1 = s1 + hdr.data0.d45;
-                                values22.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values22.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d44 = s0;
-                            hdr.data0.d45 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values23.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d46;
-                                s1 = hdr.data0.d47;
-                                values23.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d46;
-                                s1 = s1 + hdr.data0.d47;
-                                values23.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values23.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d46 = s0;
-                            hdr.data0.d47 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values24.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d48;
-                                s1 = hdr.data0.d49;
-                                values24.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d48;
-                                s1 = s1 + hdr.data0.d49;
-                                values24.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values24.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d48 = s0;
-                            hdr.data0.d49 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values25.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d50;
-                                s1 = hdr.data0.d51;
-                                values25.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d50;
-                                s1 = s1 + hdr.data0.d51;
-                                values25.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values25.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d50 = s0;
-                            hdr.data0.d51 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values26.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d52;
-                                s1 = hdr.data0.d53;
-                                values26.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d52;
-                                s1 = s1 + hdr.data0.d53;
-                                values26.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values26.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d52 = s0;
-                            hdr.data0.d53 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values27.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d54;
-                                s1 = hdr.data0.d55;
-                                values27.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d54;
-                                s1 = s1 + hdr.data0.d55;
-                                values27.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values27.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d54 = s0;
-                            hdr.data0.d55 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values28.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d56;
-                                s1 = hdr.data0.d57;
-                                values28.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d56;
-                                s1 = s1 + hdr.data0.d57;
-                                values28.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values28.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d56 = s0;
-                            hdr.data0.d57 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values29.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d58;
-                                s1 = hdr.data0.d59;
-                                values29.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d58;
-                                s1 = s1 + hdr.data0.d59;
-                                values29.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values29.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d58 = s0;
-                            hdr.data0.d59 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values30.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d60;
-                                s1 = hdr.data0.d61;
-                                values30.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d60;
-                                s1 = s1 + hdr.data0.d61;
-                                values30.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values30.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d60 = s0;
-                            hdr.data0.d61 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values31.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d62;
-                                s1 = hdr.data0.d63;
-                                values31.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d62;
-                                s1 = s1 + hdr.data0.d63;
-                                values31.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values31.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d62 = s0;
-                            hdr.data0.d63 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values32.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d64;
-                                s1 = hdr.data0.d65;
-                                values32.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d64;
-                                s1 = s1 + hdr.data0.d65;
-                                values32.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values32.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d64 = s0;
-                            hdr.data0.d65 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values33.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d66;
-                                s1 = hdr.data0.d67;
-                                values33.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d66;
-                                s1 = s1 + hdr.data0.d67;
-                                values33.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values33.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d66 = s0;
-                            hdr.data0.d67 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values34.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d68;
-                                s1 = hdr.data0.d69;
-                                values34.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d68;
-                                s1 = s1 + hdr.data0.d69;
-                                values34.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values34.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d68 = s0;
-                            hdr.data0.d69 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values35.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d70;
-                                s1 = hdr.data0.d71;
-                                values35.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d70;
-                                s1 = s1 + hdr.data0.d71;
-                                values35.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values35.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d70 = s0;
-                            hdr.data0.d71 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values36.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d72;
-                                s1 = hdr.data0.d73;
-                                values36.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d72;
-                                s1 = s1 + hdr.data0.d73;
-                                values36.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values36.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d72 = s0;
-                            hdr.data0.d73 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values37.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d74;
-                                s1 = hdr.data0.d75;
-                                values37.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d74;
-                                s1 = s1 + hdr.data0.d75;
-                                values37.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values37.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d74 = s0;
-                            hdr.data0.d75 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values38.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d76;
-                                s1 = hdr.data0.d77;
-                                values38.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d76;
-                                s1 = s1 + hdr.data0.d77;
-                                values38.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values38.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d76 = s0;
-                            hdr.data0.d77 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values39.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d78;
-                                s1 = hdr.data0.d79;
-                                values39.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d78;
-                                s1 = s1 + hdr.data0.d79;
-                                values39.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values39.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d78 = s0;
-                            hdr.data0.d79 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values40.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d80;
-                                s1 = hdr.data0.d81;
-                                values40.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d80;
-                                s1 = s1 + hdr.data0.d81;
-                                values40.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values40.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d80 = s0;
-                            hdr.data0.d81 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values41.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d82;
-                                s1 = hdr.data0.d83;
-                                values41.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d82;
-                                s1 = s1 + hdr.data0.d83;
-                                values41.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values41.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d82 = s0;
-                            hdr.data0.d83 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values42.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d84;
-                                s1 = hdr.data0.d85;
-                                values42.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d84;
-                                s1 = s1 + hdr.data0.d85;
-                                values42.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values42.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d84 = s0;
-                            hdr.data0.d85 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values43.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d86;
-                                s1 = hdr.data0.d87;
-                                values43.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d86;
-                                s1 = s1 + hdr.data0.d87;
-                                values43.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values43.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d86 = s0;
-                            hdr.data0.d87 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values44.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d88;
-                                s1 = hdr.data0.d89;
-                                values44.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d88;
-                                s1 = s1 + hdr.data0.d89;
-                                values44.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values44.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d88 = s0;
-                            hdr.data0.d89 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values45.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d90;
-                                s1 = hdr.data0.d91;
-                                values45.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d90;
-                                s1 = s1 + hdr.data0.d91;
-                                values45.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values45.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d90 = s0;
-                            hdr.data0.d91 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values46.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d92;
-                                s1 = hdr.data0.d93;
-                                values46.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d92;
-                                s1 = s1 + hdr.data0.d93;
-                                values46.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values46.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d92 = s0;
-                            hdr.data0.d93 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values47.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d94;
-                                s1 = hdr.data0.d95;
-                                values47.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d94;
-                                s1 = s1 + hdr.data0.d95;
-                                values47.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values47.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d94 = s0;
-                            hdr.data0.d95 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values48.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d96;
-                                s1 = hdr.data0.d97;
-                                values48.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d96;
-                                s1 = s1 + hdr.data0.d97;
-                                values48.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values48.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d96 = s0;
-                            hdr.data0.d97 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values49.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d98;
-                                s1 = hdr.data0.d99;
-                                values49.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d98;
-                                s1 = s1 + hdr.data0.d99;
-                                values49.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values49.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d98 = s0;
-                            hdr.data0.d99 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values50.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d100;
-                                s1 = hdr.data0.d101;
-                                values50.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d100;
-                                s1 = s1 + hdr.data0.d101;
-                                values50.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values50.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d100 = s0;
-                            hdr.data0.d101 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values51.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d102;
-                                s1 = hdr.data0.d103;
-                                values51.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d102;
-                                s1 = s1 + hdr.data0.d103;
-                                values51.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values51.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d102 = s0;
-                            hdr.data0.d103 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values52.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d104;
-                                s1 = hdr.data0.d105;
-                                values52.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d104;
-                                s1 = s1 + hdr.data0.d105;
-                                values52.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values52.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d104 = s0;
-                            hdr.data0.d105 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values53.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d106;
-                                s1 = hdr.data0.d107;
-                                values53.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d106;
-                                s1 = s1 + hdr.data0.d107;
-                                values53.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values53.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d106 = s0;
-                            hdr.data0.d107 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values54.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d108;
-                                s1 = hdr.data0.d109;
-                                values54.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d108;
-                                s1 = s1 + hdr.data0.d109;
-                                values54.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values54.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d108 = s0;
-                            hdr.data0.d109 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values55.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d110;
-                                s1 = hdr.data0.d111;
-                                values55.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d110;
-                                s1 = s1 + hdr.data0.d111;
-                                values55.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values55.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d110 = s0;
-                            hdr.data0.d111 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values56.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d112;
-                                s1 = hdr.data0.d113;
-                                values56.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d112;
-                                s1 = s1 + hdr.data0.d113;
-                                values56.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values56.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d112 = s0;
-                            hdr.data0.d113 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values57.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d114;
-                                s1 = hdr.data0.d115;
-                                values57.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d114;
-                                s1 = s1 + hdr.data0.d115;
-                                values57.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values57.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d114 = s0;
-                            hdr.data0.d115 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values58.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d116;
-                                s1 = hdr.data0.d117;
-                                values58.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d116;
-                                s1 = s1 + hdr.data0.d117;
-                                values58.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values58.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d116 = s0;
-                            hdr.data0.d117 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values59.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d118;
-                                s1 = hdr.data0.d119;
-                                values59.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d118;
-                                s1 = s1 + hdr.data0.d119;
-                                values59.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values59.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d118 = s0;
-                            hdr.data0.d119 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values60.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d120;
-                                s1 = hdr.data0.d121;
-                                values60.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d120;
-                                s1 = s1 + hdr.data0.d121;
-                                values60.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values60.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d120 = s0;
-                            hdr.data0.d121 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values61.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d122;
-                                s1 = hdr.data0.d123;
-                                values61.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d122;
-                                s1 = s1 + hdr.data0.d123;
-                                values61.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values61.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d122 = s0;
-                            hdr.data0.d123 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values62.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d124;
-                                s1 = hdr.data0.d125;
-                                values62.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d124;
-                                s1 = s1 + hdr.data0.d125;
-                                values62.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values62.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d124 = s0;
-                            hdr.data0.d125 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values63.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d126;
-                                s1 = hdr.data0.d127;
-                                values63.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d126;
-                                s1 = s1 + hdr.data0.d127;
-                                values63.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_CLEAR) {
-                                s0 = 0;
-                                s1 = 0;
-                                values63.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d126 = s0;
-                            hdr.data0.d127 = s1;
+else if (meta.values_op == 4) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            bit<32> values0_o0 = 32w0;
+                            bit<32> values0_o1 = 32w0;
+                            values0.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d0 = values0_o0;
+                            hdr.data0.d1 = values0_o1;
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            bit<32> values1_o0 = 32w0;
+                            bit<32> values1_o1 = 32w0;
+                            values1.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d2 = values1_o0;
+                            hdr.data0.d3 = values1_o1;
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            bit<32> values2_o0 = 32w0;
+                            bit<32> values2_o1 = 32w0;
+                            values2.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d4 = values2_o0;
+                            hdr.data0.d5 = values2_o1;
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            bit<32> values3_o0 = 32w0;
+                            bit<32> values3_o1 = 32w0;
+                            values3.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d6 = values3_o0;
+                            hdr.data0.d7 = values3_o1;
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            bit<32> values4_o0 = 32w0;
+                            bit<32> values4_o1 = 32w0;
+                            values4.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d8 = values4_o0;
+                            hdr.data0.d9 = values4_o1;
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            bit<32> values5_o0 = 32w0;
+                            bit<32> values5_o1 = 32w0;
+                            values5.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d10 = values5_o0;
+                            hdr.data0.d11 = values5_o1;
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            bit<32> values6_o0 = 32w0;
+                            bit<32> values6_o1 = 32w0;
+                            values6.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d12 = values6_o0;
+                            hdr.data0.d13 = values6_o1;
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            bit<32> values7_o0 = 32w0;
+                            bit<32> values7_o1 = 32w0;
+                            values7.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d14 = values7_o0;
+                            hdr.data0.d15 = values7_o1;
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            bit<32> values8_o0 = 32w0;
+                            bit<32> values8_o1 = 32w0;
+                            values8.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d16 = values8_o0;
+                            hdr.data0.d17 = values8_o1;
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            bit<32> values9_o0 = 32w0;
+                            bit<32> values9_o1 = 32w0;
+                            values9.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d18 = values9_o0;
+                            hdr.data0.d19 = values9_o1;
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            bit<32> values10_o0 = 32w0;
+                            bit<32> values10_o1 = 32w0;
+                            values10.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d20 = values10_o0;
+                            hdr.data0.d21 = values10_o1;
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            bit<32> values11_o0 = 32w0;
+                            bit<32> values11_o1 = 32w0;
+                            values11.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d22 = values11_o0;
+                            hdr.data0.d23 = values11_o1;
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            bit<32> values12_o0 = 32w0;
+                            bit<32> values12_o1 = 32w0;
+                            values12.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d24 = values12_o0;
+                            hdr.data0.d25 = values12_o1;
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            bit<32> values13_o0 = 32w0;
+                            bit<32> values13_o1 = 32w0;
+                            values13.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d26 = values13_o0;
+                            hdr.data0.d27 = values13_o1;
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            bit<32> values14_o0 = 32w0;
+                            bit<32> values14_o1 = 32w0;
+                            values14.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d28 = values14_o0;
+                            hdr.data0.d29 = values14_o1;
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            bit<32> values15_o0 = 32w0;
+                            bit<32> values15_o1 = 32w0;
+                            values15.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d30 = values15_o0;
+                            hdr.data0.d31 = values15_o1;
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            bit<32> values16_o0 = 32w0;
+                            bit<32> values16_o1 = 32w0;
+                            values16.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d32 = values16_o0;
+                            hdr.data0.d33 = values16_o1;
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            bit<32> values17_o0 = 32w0;
+                            bit<32> values17_o1 = 32w0;
+                            values17.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d34 = values17_o0;
+                            hdr.data0.d35 = values17_o1;
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            bit<32> values18_o0 = 32w0;
+                            bit<32> values18_o1 = 32w0;
+                            values18.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d36 = values18_o0;
+                            hdr.data0.d37 = values18_o1;
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            bit<32> values19_o0 = 32w0;
+                            bit<32> values19_o1 = 32w0;
+                            values19.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d38 = values19_o0;
+                            hdr.data0.d39 = values19_o1;
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            bit<32> values20_o0 = 32w0;
+                            bit<32> values20_o1 = 32w0;
+                            values20.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d40 = values20_o0;
+                            hdr.data0.d41 = values20_o1;
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            bit<32> values21_o0 = 32w0;
+                            bit<32> values21_o1 = 32w0;
+                            values21.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d42 = values21_o0;
+                            hdr.data0.d43 = values21_o1;
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            bit<32> values22_o0 = 32w0;
+                            bit<32> values22_o1 = 32w0;
+                            values22.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d44 = values22_o0;
+                            hdr.data0.d45 = values22_o1;
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            bit<32> values23_o0 = 32w0;
+                            bit<32> values23_o1 = 32w0;
+                            values23.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d46 = values23_o0;
+                            hdr.data0.d47 = values23_o1;
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            bit<32> values24_o0 = 32w0;
+                            bit<32> values24_o1 = 32w0;
+                            values24.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d48 = values24_o0;
+                            hdr.data0.d49 = values24_o1;
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            bit<32> values25_o0 = 32w0;
+                            bit<32> values25_o1 = 32w0;
+                            values25.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d50 = values25_o0;
+                            hdr.data0.d51 = values25_o1;
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            bit<32> values26_o0 = 32w0;
+                            bit<32> values26_o1 = 32w0;
+                            values26.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d52 = values26_o0;
+                            hdr.data0.d53 = values26_o1;
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            bit<32> values27_o0 = 32w0;
+                            bit<32> values27_o1 = 32w0;
+                            values27.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d54 = values27_o0;
+                            hdr.data0.d55 = values27_o1;
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            bit<32> values28_o0 = 32w0;
+                            bit<32> values28_o1 = 32w0;
+                            values28.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d56 = values28_o0;
+                            hdr.data0.d57 = values28_o1;
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            bit<32> values29_o0 = 32w0;
+                            bit<32> values29_o1 = 32w0;
+                            values29.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d58 = values29_o0;
+                            hdr.data0.d59 = values29_o1;
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            bit<32> values30_o0 = 32w0;
+                            bit<32> values30_o1 = 32w0;
+                            values30.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d60 = values30_o0;
+                            hdr.data0.d61 = values30_o1;
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            bit<32> values31_o0 = 32w0;
+                            bit<32> values31_o1 = 32w0;
+                            values31.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d62 = values31_o0;
+                            hdr.data0.d63 = values31_o1;
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            bit<32> values32_o0 = 32w0;
+                            bit<32> values32_o1 = 32w0;
+                            values32.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d64 = values32_o0;
+                            hdr.data0.d65 = values32_o1;
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            bit<32> values33_o0 = 32w0;
+                            bit<32> values33_o1 = 32w0;
+                            values33.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d66 = values33_o0;
+                            hdr.data0.d67 = values33_o1;
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            bit<32> values34_o0 = 32w0;
+                            bit<32> values34_o1 = 32w0;
+                            values34.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d68 = values34_o0;
+                            hdr.data0.d69 = values34_o1;
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            bit<32> values35_o0 = 32w0;
+                            bit<32> values35_o1 = 32w0;
+                            values35.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d70 = values35_o0;
+                            hdr.data0.d71 = values35_o1;
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            bit<32> values36_o0 = 32w0;
+                            bit<32> values36_o1 = 32w0;
+                            values36.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d72 = values36_o0;
+                            hdr.data0.d73 = values36_o1;
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            bit<32> values37_o0 = 32w0;
+                            bit<32> values37_o1 = 32w0;
+                            values37.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d74 = values37_o0;
+                            hdr.data0.d75 = values37_o1;
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            bit<32> values38_o0 = 32w0;
+                            bit<32> values38_o1 = 32w0;
+                            values38.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d76 = values38_o0;
+                            hdr.data0.d77 = values38_o1;
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            bit<32> values39_o0 = 32w0;
+                            bit<32> values39_o1 = 32w0;
+                            values39.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d78 = values39_o0;
+                            hdr.data0.d79 = values39_o1;
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            bit<32> values40_o0 = 32w0;
+                            bit<32> values40_o1 = 32w0;
+                            values40.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d80 = values40_o0;
+                            hdr.data0.d81 = values40_o1;
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            bit<32> values41_o0 = 32w0;
+                            bit<32> values41_o1 = 32w0;
+                            values41.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d82 = values41_o0;
+                            hdr.data0.d83 = values41_o1;
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            bit<32> values42_o0 = 32w0;
+                            bit<32> values42_o1 = 32w0;
+                            values42.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d84 = values42_o0;
+                            hdr.data0.d85 = values42_o1;
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            bit<32> values43_o0 = 32w0;
+                            bit<32> values43_o1 = 32w0;
+                            values43.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d86 = values43_o0;
+                            hdr.data0.d87 = values43_o1;
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            bit<32> values44_o0 = 32w0;
+                            bit<32> values44_o1 = 32w0;
+                            values44.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d88 = values44_o0;
+                            hdr.data0.d89 = values44_o1;
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            bit<32> values45_o0 = 32w0;
+                            bit<32> values45_o1 = 32w0;
+                            values45.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d90 = values45_o0;
+                            hdr.data0.d91 = values45_o1;
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            bit<32> values46_o0 = 32w0;
+                            bit<32> values46_o1 = 32w0;
+                            values46.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d92 = values46_o0;
+                            hdr.data0.d93 = values46_o1;
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            bit<32> values47_o0 = 32w0;
+                            bit<32> values47_o1 = 32w0;
+                            values47.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d94 = values47_o0;
+                            hdr.data0.d95 = values47_o1;
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            bit<32> values48_o0 = 32w0;
+                            bit<32> values48_o1 = 32w0;
+                            values48.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d96 = values48_o0;
+                            hdr.data0.d97 = values48_o1;
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            bit<32> values49_o0 = 32w0;
+                            bit<32> values49_o1 = 32w0;
+                            values49.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d98 = values49_o0;
+                            hdr.data0.d99 = values49_o1;
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            bit<32> values50_o0 = 32w0;
+                            bit<32> values50_o1 = 32w0;
+                            values50.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d100 = values50_o0;
+                            hdr.data0.d101 = values50_o1;
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            bit<32> values51_o0 = 32w0;
+                            bit<32> values51_o1 = 32w0;
+                            values51.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d102 = values51_o0;
+                            hdr.data0.d103 = values51_o1;
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            bit<32> values52_o0 = 32w0;
+                            bit<32> values52_o1 = 32w0;
+                            values52.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d104 = values52_o0;
+                            hdr.data0.d105 = values52_o1;
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            bit<32> values53_o0 = 32w0;
+                            bit<32> values53_o1 = 32w0;
+                            values53.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d106 = values53_o0;
+                            hdr.data0.d107 = values53_o1;
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            bit<32> values54_o0 = 32w0;
+                            bit<32> values54_o1 = 32w0;
+                            values54.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d108 = values54_o0;
+                            hdr.data0.d109 = values54_o1;
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            bit<32> values55_o0 = 32w0;
+                            bit<32> values55_o1 = 32w0;
+                            values55.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d110 = values55_o0;
+                            hdr.data0.d111 = values55_o1;
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            bit<32> values56_o0 = 32w0;
+                            bit<32> values56_o1 = 32w0;
+                            values56.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d112 = values56_o0;
+                            hdr.data0.d113 = values56_o1;
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            bit<32> values57_o0 = 32w0;
+                            bit<32> values57_o1 = 32w0;
+                            values57.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d114 = values57_o0;
+                            hdr.data0.d115 = values57_o1;
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            bit<32> values58_o0 = 32w0;
+                            bit<32> values58_o1 = 32w0;
+                            values58.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d116 = values58_o0;
+                            hdr.data0.d117 = values58_o1;
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            bit<32> values59_o0 = 32w0;
+                            bit<32> values59_o1 = 32w0;
+                            values59.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d118 = values59_o0;
+                            hdr.data0.d119 = values59_o1;
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            bit<32> values60_o0 = 32w0;
+                            bit<32> values60_o1 = 32w0;
+                            values60.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d120 = values60_o0;
+                            hdr.data0.d121 = values60_o1;
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            bit<32> values61_o0 = 32w0;
+                            bit<32> values61_o1 = 32w0;
+                            values61.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d122 = values61_o0;
+                            hdr.data0.d123 = values61_o1;
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            bit<32> values62_o0 = 32w0;
+                            bit<32> values62_o1 = 32w0;
+                            values62.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d124 = values62_o0;
+                            hdr.data0.d125 = values62_o1;
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            bit<32> values63_o0 = 32w0;
+                            bit<32> values63_o1 = 32w0;
+                            values63.write(meta.vidx, 32w0 ++ 32w0);
+                            hdr.data0.d126 = values63_o0;
+                            hdr.data0.d127 = values63_o1;
                         }
                     }
 
@@ -2270,7 +2544,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 
 control P4genEgress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t std) {
-    @id(0x0100000c)
+    @id(0x0100001d)
     action set_result_dst(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_port) {
         hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
         hdr.ethernet.dst_addr = dst_mac;
@@ -2279,7 +2553,7 @@ control P4genEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.src_port = hdr.udp.dst_port;
         hdr.udp.dst_port = dst_port;
     }
-    @id(0x0100000d)
+    @id(0x0100001e)
     action not_a_result() { }
 
     @id(0x0200000a)

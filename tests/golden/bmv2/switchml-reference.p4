@@ -13,12 +13,6 @@ const bit<4> MSG_CONTRIBUTION = 0;
 const bit<4> MSG_RESULT = 1;
 const bit<16> SLOT_MASK = 0x7fff;
 const bit<16> FLOOD_GROUP_BASE = 0x7e00;
-const bit<8> COUNT_NONE = 0;
-const bit<8> COUNT_FIRST = 1;
-const bit<8> COUNT_MID = 2;
-const bit<8> COUNT_LAST = 3;
-const bit<8> COUNT_COMPLETE = 4;
-const bit<8> COUNT_INCOMPLETE = 5;
 const bit<8> OUT_MULTICAST = 1;
 const bit<8> OUT_UNICAST = 2;
 const bit<8> STAT_DROP_UNKNOWN = 5;
@@ -26,20 +20,6 @@ const bit<8> STAT_DROP_BAD_SLOT = 6;
 const bit<8> STAT_DROP_MALFORMED = 7;
 const bit<8> STAT_L2_UNICAST = 8;
 const bit<8> STAT_L2_FLOOD = 9;
-const bit<8> OP_BITMAP_SET_CLEAR = 0;
-const bit<8> OP_BITMAP_SET = 1;
-const bit<8> OP_BITMAP_RESET_SET = 2;
-const bit<8> OP_BITMAP_NOP = 3;
-const bit<8> OP_COUNTER_INC_MOD = 0;
-const bit<8> OP_COUNTER_PROBE_ZERO = 1;
-const bit<8> OP_COUNTER_RESET_ONE = 2;
-const bit<8> OP_COUNTER_INC_SAT = 3;
-const bit<8> OP_COUNTER_PROBE_FULL = 4;
-const bit<8> OP_EXPONENT_WRITE = 0;
-const bit<8> OP_EXPONENT_MAX = 1;
-const bit<8> OP_EXPONENT_READ = 2;
-const bit<8> OP_VALUES_WRITE = 0;
-const bit<8> OP_VALUES_ADD = 1;
 const bit<8> OP_VALUES_NOP = 3;
 
 
@@ -365,19 +345,14 @@ struct metadata_t {
     bit<8> cmp;
     bit<8> seen;
     bit<8> count;
-    bit<8> chunk_op;
-    bit<8> bitmap_op;
-    bit<8> counter_op;
-    bit<8> exponent_op;
     bit<8> values_op;
     bit<8> outcome;
     bit<8> stat;
     bit<16> in_port;
     bit<8> data;
-    bit<8> minnext_op;
-    bit<32> chunk_floor;
+    bit<32> bound;
+    bit<16> room;
     bit<32> mask0;
-    bit<8> seen0;
 }
 
 parser P4genParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -697,6 +672,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         meta.num_workers = num_workers;
         meta.slot_base = slot_base;
         meta.slot_count = slot_count;
+        meta.bound = (bit<32>) slot_count << 1;    // two of the job's windows
         meta.mgid = mgid;
     }
     @id(0x01000002)
@@ -711,15 +687,84 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
         std.mcast_grp = FLOOD_GROUP_BASE + (bit<16>) std.ingress_port;
         meta.stat = STAT_L2_FLOOD;
     }
-    @id(0x01000005)
-    action set_bitmap_op(bit<8> op) { meta.bitmap_op = op; }
-    @id(0x01000006)
-    action set_counter_op(bit<8> op) { meta.counter_op = op; }
     @id(0x01000007)
-    action set_exponent_op(bit<8> op) { meta.exponent_op = op; }
+    action bitmap_miss() { }
+    @id(0x01000005)
+    action bitmap_set_clear_copy0() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = ((bitmap0_v[31:0] & meta.mask0) != 0);
+        bitmap0.write((bit<32>) meta.slot, (bitmap0_v[63:32] & (~meta.mask0)) ++ (bitmap0_v[31:0] | meta.mask0));
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
+    @id(0x01000006)
+    action bitmap_set_clear_copy1() {
+        bit<64> bitmap0_v;
+        bitmap0.read(bitmap0_v, (bit<32>) meta.slot);
+        bool bitmap0_o0 = ((bitmap0_v[63:32] & meta.mask0) != 0);
+        bitmap0.write((bit<32>) meta.slot, (bitmap0_v[63:32] | meta.mask0) ++ (bitmap0_v[31:0] & (~meta.mask0)));
+        meta.seen = (bitmap0_o0) ? 8w1 : 8w0;
+    }
+    @id(0x0100000a)
+    action counter_miss() { }
     @id(0x01000008)
-    action set_values_op(bit<8> op) { meta.values_op = op; }
+    action counter_inc_mod() {
+        bit<32> worker_count_v;
+        worker_count.read(worker_count_v, meta.sc_index);
+        bit<32> worker_count_t0 = (worker_count_v + 32w1);
+        bool worker_count_t1 = (worker_count_t0 == meta.num_workers);
+        bit<8> worker_count_o0 = ((worker_count_v == 32w0) ? 8w1 : (worker_count_t1 ? 8w2 : 8w0));
+        worker_count.write(meta.sc_index, (worker_count_t1 ? 32w0 : worker_count_t0));
+        meta.count = worker_count_o0;
+    }
     @id(0x01000009)
+    action counter_probe_zero() {
+        bit<32> worker_count_v;
+        worker_count.read(worker_count_v, meta.sc_index);
+        bit<8> worker_count_o0 = ((worker_count_v == 32w0) ? 8w3 : 8w4);
+        meta.count = worker_count_o0;
+    }
+    @id(0x0100000c)
+    action exponent_write() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        exponent.write(meta.sc_index, hdr.agg.exponent);
+    }
+    @id(0x0100000b)
+    action exponent_max() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        bit<8> exponent_t0 = ((hdr.agg.exponent > exponent_v) ? hdr.agg.exponent : exponent_v);
+        bit<8> exponent_o0 = exponent_t0;
+        exponent.write(meta.sc_index, exponent_t0);
+        hdr.agg.exponent = exponent_o0;
+    }
+    @id(0x0100000e)
+    action exponent_read() {
+        bit<8> exponent_v;
+        exponent.read(exponent_v, meta.sc_index);
+        bit<8> exponent_o0 = exponent_v;
+        hdr.agg.exponent = exponent_o0;
+    }
+    @id(0x0100000d)
+    action exponent_nop() { }
+    @id(0x01000010)
+    action values_write() {
+        meta.values_op = 0;
+    }
+    @id(0x0100000f)
+    action values_add() {
+        meta.values_op = 1;
+    }
+    @id(0x01000012)
+    action values_read() {
+        meta.values_op = 2;
+    }
+    @id(0x01000011)
+    action values_nop() {
+        meta.values_op = 3;
+    }
+    @id(0x01000013)
     action set_outcome(bit<8> outcome, bit<8> stat) { meta.outcome = outcome; meta.stat = stat; }
 
     @id(0x02000001)
@@ -753,11 +798,19 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 
 @id(0x02000003)
     table dt_bitmap {
-        actions = {
-            set_bitmap_op;
+        key = {
+            meta.copy : exact @name("copy");
         }
-        const default_action = set_bitmap_op(0);  //  -> set_clear
-        size = 1;
+        actions = {
+            bitmap_set_clear_copy0;
+            bitmap_set_clear_copy1;
+            bitmap_miss;
+        }
+        const entries = {
+0 : bitmap_set_clear_copy0();  // copy=0 -> set_clear
+1 : bitmap_set_clear_copy1();  // copy=1 -> set_clear
+        }
+        const default_action = bitmap_miss();
     }
 
 @id(0x02000004)
@@ -766,13 +819,15 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.seen : exact @name("seen");
         }
         actions = {
-            set_counter_op;
+            counter_inc_mod;
+            counter_probe_zero;
+            counter_miss;
         }
         const entries = {
-0 : set_counter_op(0);  // seen=0 -> inc_mod
-1 : set_counter_op(1);  // seen=1 -> probe_zero
+0 : counter_inc_mod();  // seen=0 -> inc_mod
+1 : counter_probe_zero();  // seen=1 -> probe_zero
         }
-        const default_action = set_counter_op(5);
+        const default_action = counter_miss();
     }
 
 @id(0x02000005)
@@ -782,23 +837,26 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.count : exact @name("count");
         }
         actions = {
-            set_exponent_op;
+            exponent_max;
+            exponent_write;
+            exponent_nop;
+            exponent_read;
         }
         const entries = {
-(0, 0) : set_exponent_op(3);  // seen=0 count=none -> nop
-(0, 1) : set_exponent_op(0);  // seen=0 count=first -> write
-(0, 2) : set_exponent_op(1);  // seen=0 count=mid -> max
-(0, 3) : set_exponent_op(1);  // seen=0 count=last -> max
-(0, 4) : set_exponent_op(3);  // seen=0 count=complete -> nop
-(0, 5) : set_exponent_op(3);  // seen=0 count=incomplete -> nop
-(1, 0) : set_exponent_op(3);  // seen=1 count=none -> nop
-(1, 1) : set_exponent_op(3);  // seen=1 count=first -> nop
-(1, 2) : set_exponent_op(3);  // seen=1 count=mid -> nop
-(1, 3) : set_exponent_op(3);  // seen=1 count=last -> nop
-(1, 4) : set_exponent_op(2);  // seen=1 count=complete -> read
-(1, 5) : set_exponent_op(3);  // seen=1 count=incomplete -> nop
+(0, 0) : exponent_max();  // seen=0 count=mid -> max
+(0, 1) : exponent_write();  // seen=0 count=first -> write
+(0, 2) : exponent_max();  // seen=0 count=last -> max
+(0, 3) : exponent_nop();  // seen=0 count=complete -> nop
+(0, 4) : exponent_nop();  // seen=0 count=incomplete -> nop
+(0, 5) : exponent_nop();  // seen=0 count=none -> nop
+(1, 0) : exponent_nop();  // seen=1 count=mid -> nop
+(1, 1) : exponent_nop();  // seen=1 count=first -> nop
+(1, 2) : exponent_nop();  // seen=1 count=last -> nop
+(1, 3) : exponent_read();  // seen=1 count=complete -> read
+(1, 4) : exponent_nop();  // seen=1 count=incomplete -> nop
+(1, 5) : exponent_nop();  // seen=1 count=none -> nop
         }
-        const default_action = set_exponent_op(3);
+        const default_action = exponent_nop();
     }
 
 @id(0x02000006)
@@ -808,23 +866,26 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.count : exact @name("count");
         }
         actions = {
-            set_values_op;
+            values_add;
+            values_write;
+            values_nop;
+            values_read;
         }
         const entries = {
-(0, 0) : set_values_op(3);  // seen=0 count=none -> nop
-(0, 1) : set_values_op(0);  // seen=0 count=first -> write
-(0, 2) : set_values_op(1);  // seen=0 count=mid -> add
-(0, 3) : set_values_op(1);  // seen=0 count=last -> add
-(0, 4) : set_values_op(3);  // seen=0 count=complete -> nop
-(0, 5) : set_values_op(3);  // seen=0 count=incomplete -> nop
-(1, 0) : set_values_op(3);  // seen=1 count=none -> nop
-(1, 1) : set_values_op(3);  // seen=1 count=first -> nop
-(1, 2) : set_values_op(3);  // seen=1 count=mid -> nop
-(1, 3) : set_values_op(3);  // seen=1 count=last -> nop
-(1, 4) : set_values_op(2);  // seen=1 count=complete -> read
-(1, 5) : set_values_op(3);  // seen=1 count=incomplete -> nop
+(0, 0) : values_add();  // seen=0 count=mid -> add
+(0, 1) : values_write();  // seen=0 count=first -> write
+(0, 2) : values_add();  // seen=0 count=last -> add
+(0, 3) : values_nop();  // seen=0 count=complete -> nop
+(0, 4) : values_nop();  // seen=0 count=incomplete -> nop
+(0, 5) : values_nop();  // seen=0 count=none -> nop
+(1, 0) : values_nop();  // seen=1 count=mid -> nop
+(1, 1) : values_nop();  // seen=1 count=first -> nop
+(1, 2) : values_nop();  // seen=1 count=last -> nop
+(1, 3) : values_read();  // seen=1 count=complete -> read
+(1, 4) : values_nop();  // seen=1 count=incomplete -> nop
+(1, 5) : values_nop();  // seen=1 count=none -> nop
         }
-        const default_action = set_values_op(3);
+        const default_action = values_nop();
     }
 
 @id(0x02000007)
@@ -837,18 +898,18 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             set_outcome;
         }
         const entries = {
-(0, 0) : set_outcome(0, 3);  // seen=0 count=none -> drop (drop_duplicate)
+(0, 0) : set_outcome(0, 0);  // seen=0 count=mid -> drop (absorbed)
 (0, 1) : set_outcome(0, 0);  // seen=0 count=first -> drop (absorbed)
-(0, 2) : set_outcome(0, 0);  // seen=0 count=mid -> drop (absorbed)
-(0, 3) : set_outcome(1, 1);  // seen=0 count=last -> multicast (multicast)
-(0, 4) : set_outcome(0, 3);  // seen=0 count=complete -> drop (drop_duplicate)
-(0, 5) : set_outcome(0, 3);  // seen=0 count=incomplete -> drop (drop_duplicate)
-(1, 0) : set_outcome(0, 3);  // seen=1 count=none -> drop (drop_duplicate)
+(0, 2) : set_outcome(1, 1);  // seen=0 count=last -> multicast (multicast)
+(0, 3) : set_outcome(0, 3);  // seen=0 count=complete -> drop (drop_duplicate)
+(0, 4) : set_outcome(0, 3);  // seen=0 count=incomplete -> drop (drop_duplicate)
+(0, 5) : set_outcome(0, 3);  // seen=0 count=none -> drop (drop_duplicate)
+(1, 0) : set_outcome(0, 3);  // seen=1 count=mid -> drop (drop_duplicate)
 (1, 1) : set_outcome(0, 3);  // seen=1 count=first -> drop (drop_duplicate)
-(1, 2) : set_outcome(0, 3);  // seen=1 count=mid -> drop (drop_duplicate)
-(1, 3) : set_outcome(0, 3);  // seen=1 count=last -> drop (drop_duplicate)
-(1, 4) : set_outcome(2, 2);  // seen=1 count=complete -> unicast (unicast)
-(1, 5) : set_outcome(0, 3);  // seen=1 count=incomplete -> drop (drop_duplicate)
+(1, 2) : set_outcome(0, 3);  // seen=1 count=last -> drop (drop_duplicate)
+(1, 3) : set_outcome(2, 2);  // seen=1 count=complete -> unicast (unicast)
+(1, 4) : set_outcome(0, 3);  // seen=1 count=incomplete -> drop (drop_duplicate)
+(1, 5) : set_outcome(0, 3);  // seen=1 count=none -> drop (drop_duplicate)
         }
         const default_action = set_outcome(0, 3);
     }
@@ -875,2265 +936,2322 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                     meta.sc_index = ((bit<32>) meta.slot << 1) | (bit<32>) meta.copy;
                     meta.vidx = meta.sc_index;
                     meta.mask0 = (meta.word == 0) ? meta.mask : 32w0;
-
-                    // step bitmap: one word pair per 32 workers; lo = copy 0, hi = copy 1
                     dt_bitmap.apply();
-                    meta.seen = 0;
-                    if (meta.bitmap_op != OP_BITMAP_NOP) {
-                        bit<64> pair;
-                        bitmap0.read(pair, (bit<32>) meta.slot);
-                        bit<32> this_w = (meta.copy == 0) ? pair[31:0] : pair[63:32];
-                        bit<32> other_w = (meta.copy == 0) ? pair[63:32] : pair[31:0];
-                        if (meta.bitmap_op == OP_BITMAP_SET_CLEAR) {
-                            if ((this_w & meta.mask0) != 0) { meta.seen = 1; }
-                            this_w = this_w | meta.mask0;
-                            other_w = other_w & ~meta.mask0;
-                        } else if (meta.bitmap_op == OP_BITMAP_SET) {
-                            if ((this_w & meta.mask0) != 0) { meta.seen = 1; }
-                            this_w = this_w | meta.mask0;
-                        } else if (meta.bitmap_op == OP_BITMAP_RESET_SET) {
-                            this_w = meta.mask0;
-                        }
-                        if (meta.copy == 0) {
-                            bitmap0.write((bit<32>) meta.slot, other_w ++ this_w);
-                        } else {
-                            bitmap0.write((bit<32>) meta.slot, this_w ++ other_w);
-                        }
-                    }
-
-                    // step counter: contributions seen for this copy
                     dt_counter.apply();
-                    meta.count = COUNT_NONE;
-                    {
-                        bit<32> cnt;
-                        worker_count.read(cnt, meta.sc_index);
-                        bit<32> inc = cnt + 1;
-                        if (meta.counter_op == OP_COUNTER_INC_MOD) {
-                            if (cnt == 0) {
-                                meta.count = COUNT_FIRST;
-                            } else if (inc == meta.num_workers) {
-                                meta.count = COUNT_LAST;
-                            } else {
-                                meta.count = COUNT_MID;
-                            }
-                            if (inc == meta.num_workers) {
-                                worker_count.write(meta.sc_index, 0);
-                            } else {
-                                worker_count.write(meta.sc_index, inc);
-                            }
-                        } else if (meta.counter_op == OP_COUNTER_PROBE_ZERO) {
-                            meta.count = (cnt == 0) ? COUNT_COMPLETE : COUNT_INCOMPLETE;
-                        } else if (meta.counter_op == OP_COUNTER_RESET_ONE) {
-                            worker_count.write(meta.sc_index, 1);
-                            meta.count = COUNT_FIRST;
-                        } else if (meta.counter_op == OP_COUNTER_INC_SAT) {
-                            if (cnt == meta.num_workers) {
-                                meta.count = COUNT_COMPLETE;
-                            } else {
-                                worker_count.write(meta.sc_index, inc);
-                                meta.count = (inc == meta.num_workers) ? COUNT_LAST : COUNT_MID;
-                            }
-                        } else if (meta.counter_op == OP_COUNTER_PROBE_FULL) {
-                            meta.count = (cnt == meta.num_workers) ? COUNT_COMPLETE : COUNT_INCOMPLETE;
-                        }
-                    }
-
-                    // step exponent: the largest exponent of the round
                     dt_exponent.apply();
-                    {
-                        bit<8> e;
-                        exponent.read(e, meta.sc_index);
-                        if (meta.exponent_op == OP_EXPONENT_WRITE) {
-                            exponent.write(meta.sc_index, hdr.agg.exponent);
-                        } else if (meta.exponent_op == OP_EXPONENT_MAX) {
-                            if (hdr.agg.exponent > e) {
-                                exponent.write(meta.sc_index, hdr.agg.exponent);
-                            } else {
-                                hdr.agg.exponent = e;
-                            }
-                        } else if (meta.exponent_op == OP_EXPONENT_READ) {
-                            hdr.agg.exponent = e;
-                        }
-                    }
-
-                    // step values: write / add (wrap-around) / read, two lanes per register
                     dt_values.apply();
+
+                    // the values step's register work, for the op dt_values chose
                     if (meta.values_op != OP_VALUES_NOP) {
-                        {
-                            bit<64> v;
-                            values0.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d0;
-                                s1 = hdr.data0.d1;
-                                values0.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d0;
-                                s1 = s1 + hdr.data0.d1;
-                                values0.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d0 = s0;
-                            hdr.data0.d1 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values1.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d2;
-                                s1 = hdr.data0.d3;
-                                values1.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d2;
-                                s1 = s1 + hdr.data0.d3;
-                                values1.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d2 = s0;
-                            hdr.data0.d3 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values2.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d4;
-                                s1 = hdr.data0.d5;
-                                values2.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d4;
-                                s1 = s1 + hdr.data0.d5;
-                                values2.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d4 = s0;
-                            hdr.data0.d5 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values3.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d6;
-                                s1 = hdr.data0.d7;
-                                values3.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d6;
-                                s1 = s1 + hdr.data0.d7;
-                                values3.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d6 = s0;
-                            hdr.data0.d7 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values4.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d8;
-                                s1 = hdr.data0.d9;
-                                values4.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d8;
-                                s1 = s1 + hdr.data0.d9;
-                                values4.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d8 = s0;
-                            hdr.data0.d9 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values5.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d10;
-                                s1 = hdr.data0.d11;
-                                values5.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d10;
-                                s1 = s1 + hdr.data0.d11;
-                                values5.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d10 = s0;
-                            hdr.data0.d11 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values6.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d12;
-                                s1 = hdr.data0.d13;
-                                values6.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d12;
-                                s1 = s1 + hdr.data0.d13;
-                                values6.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d12 = s0;
-                            hdr.data0.d13 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values7.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d14;
-                                s1 = hdr.data0.d15;
-                                values7.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d14;
-                                s1 = s1 + hdr.data0.d15;
-                                values7.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d14 = s0;
-                            hdr.data0.d15 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values8.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d16;
-                                s1 = hdr.data0.d17;
-                                values8.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d16;
-                                s1 = s1 + hdr.data0.d17;
-                                values8.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d16 = s0;
-                            hdr.data0.d17 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values9.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d18;
-                                s1 = hdr.data0.d19;
-                                values9.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d18;
-                                s1 = s1 + hdr.data0.d19;
-                                values9.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d18 = s0;
-                            hdr.data0.d19 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values10.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d20;
-                                s1 = hdr.data0.d21;
-                                values10.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d20;
-                                s1 = s1 + hdr.data0.d21;
-                                values10.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d20 = s0;
-                            hdr.data0.d21 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values11.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d22;
-                                s1 = hdr.data0.d23;
-                                values11.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d22;
-                                s1 = s1 + hdr.data0.d23;
-                                values11.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d22 = s0;
-                            hdr.data0.d23 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values12.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d24;
-                                s1 = hdr.data0.d25;
-                                values12.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d24;
-                                s1 = s1 + hdr.data0.d25;
-                                values12.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d24 = s0;
-                            hdr.data0.d25 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values13.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d26;
-                                s1 = hdr.data0.d27;
-                                values13.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d26;
-                                s1 = s1 + hdr.data0.d27;
-                                values13.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d26 = s0;
-                            hdr.data0.d27 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values14.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d28;
-                                s1 = hdr.data0.d29;
-                                values14.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d28;
-                                s1 = s1 + hdr.data0.d29;
-                                values14.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d28 = s0;
-                            hdr.data0.d29 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values15.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d30;
-                                s1 = hdr.data0.d31;
-                                values15.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d30;
-                                s1 = s1 + hdr.data0.d31;
-                                values15.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d30 = s0;
-                            hdr.data0.d31 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values16.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d32;
-                                s1 = hdr.data0.d33;
-                                values16.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d32;
-                                s1 = s1 + hdr.data0.d33;
-                                values16.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d32 = s0;
-                            hdr.data0.d33 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values17.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d34;
-                                s1 = hdr.data0.d35;
-                                values17.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d34;
-                                s1 = s1 + hdr.data0.d35;
-                                values17.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d34 = s0;
-                            hdr.data0.d35 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values18.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d36;
-                                s1 = hdr.data0.d37;
-                                values18.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d36;
-                                s1 = s1 + hdr.data0.d37;
-                                values18.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d36 = s0;
-                            hdr.data0.d37 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values19.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d38;
-                                s1 = hdr.data0.d39;
-                                values19.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d38;
-                                s1 = s1 + hdr.data0.d39;
-                                values19.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d38 = s0;
-                            hdr.data0.d39 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values20.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d40;
-                                s1 = hdr.data0.d41;
-                                values20.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d40;
-                                s1 = s1 + hdr.data0.d41;
-                                values20.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d40 = s0;
-                            hdr.data0.d41 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values21.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d42;
-                                s1 = hdr.data0.d43;
-                                values21.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d42;
-                                s1 = s1 + hdr.data0.d43;
-                                values21.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d42 = s0;
-                            hdr.data0.d43 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values22.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d44;
-                                s1 = hdr.data0.d45;
-                                values22.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d44;
-                                s1 = s1 + hdr.data0.d45;
-                                values22.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d44 = s0;
-                            hdr.data0.d45 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values23.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d46;
-                                s1 = hdr.data0.d47;
-                                values23.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d46;
-                                s1 = s1 + hdr.data0.d47;
-                                values23.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d46 = s0;
-                            hdr.data0.d47 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values24.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d48;
-                                s1 = hdr.data0.d49;
-                                values24.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d48;
-                                s1 = s1 + hdr.data0.d49;
-                                values24.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d48 = s0;
-                            hdr.data0.d49 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values25.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d50;
-                                s1 = hdr.data0.d51;
-                                values25.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d50;
-                                s1 = s1 + hdr.data0.d51;
-                                values25.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d50 = s0;
-                            hdr.data0.d51 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values26.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d52;
-                                s1 = hdr.data0.d53;
-                                values26.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d52;
-                                s1 = s1 + hdr.data0.d53;
-                                values26.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d52 = s0;
-                            hdr.data0.d53 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values27.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d54;
-                                s1 = hdr.data0.d55;
-                                values27.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d54;
-                                s1 = s1 + hdr.data0.d55;
-                                values27.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d54 = s0;
-                            hdr.data0.d55 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values28.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d56;
-                                s1 = hdr.data0.d57;
-                                values28.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d56;
-                                s1 = s1 + hdr.data0.d57;
-                                values28.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d56 = s0;
-                            hdr.data0.d57 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values29.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d58;
-                                s1 = hdr.data0.d59;
-                                values29.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d58;
-                                s1 = s1 + hdr.data0.d59;
-                                values29.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d58 = s0;
-                            hdr.data0.d59 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values30.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d60;
-                                s1 = hdr.data0.d61;
-                                values30.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d60;
-                                s1 = s1 + hdr.data0.d61;
-                                values30.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d60 = s0;
-                            hdr.data0.d61 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values31.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d62;
-                                s1 = hdr.data0.d63;
-                                values31.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d62;
-                                s1 = s1 + hdr.data0.d63;
-                                values31.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d62 = s0;
-                            hdr.data0.d63 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values32.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d64;
-                                s1 = hdr.data0.d65;
-                                values32.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d64;
-                                s1 = s1 + hdr.data0.d65;
-                                values32.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d64 = s0;
-                            hdr.data0.d65 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values33.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d66;
-                                s1 = hdr.data0.d67;
-                                values33.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d66;
-                                s1 = s1 + hdr.data0.d67;
-                                values33.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d66 = s0;
-                            hdr.data0.d67 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values34.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d68;
-                                s1 = hdr.data0.d69;
-                                values34.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d68;
-                                s1 = s1 + hdr.data0.d69;
-                                values34.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d68 = s0;
-                            hdr.data0.d69 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values35.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d70;
-                                s1 = hdr.data0.d71;
-                                values35.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d70;
-                                s1 = s1 + hdr.data0.d71;
-                                values35.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d70 = s0;
-                            hdr.data0.d71 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values36.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d72;
-                                s1 = hdr.data0.d73;
-                                values36.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d72;
-                                s1 = s1 + hdr.data0.d73;
-                                values36.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d72 = s0;
-                            hdr.data0.d73 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values37.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d74;
-                                s1 = hdr.data0.d75;
-                                values37.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d74;
-                                s1 = s1 + hdr.data0.d75;
-                                values37.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d74 = s0;
-                            hdr.data0.d75 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values38.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d76;
-                                s1 = hdr.data0.d77;
-                                values38.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d76;
-                                s1 = s1 + hdr.data0.d77;
-                                values38.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d76 = s0;
-                            hdr.data0.d77 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values39.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d78;
-                                s1 = hdr.data0.d79;
-                                values39.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d78;
-                                s1 = s1 + hdr.data0.d79;
-                                values39.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d78 = s0;
-                            hdr.data0.d79 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values40.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d80;
-                                s1 = hdr.data0.d81;
-                                values40.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d80;
-                                s1 = s1 + hdr.data0.d81;
-                                values40.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d80 = s0;
-                            hdr.data0.d81 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values41.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d82;
-                                s1 = hdr.data0.d83;
-                                values41.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d82;
-                                s1 = s1 + hdr.data0.d83;
-                                values41.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d82 = s0;
-                            hdr.data0.d83 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values42.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d84;
-                                s1 = hdr.data0.d85;
-                                values42.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d84;
-                                s1 = s1 + hdr.data0.d85;
-                                values42.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d84 = s0;
-                            hdr.data0.d85 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values43.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d86;
-                                s1 = hdr.data0.d87;
-                                values43.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d86;
-                                s1 = s1 + hdr.data0.d87;
-                                values43.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d86 = s0;
-                            hdr.data0.d87 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values44.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d88;
-                                s1 = hdr.data0.d89;
-                                values44.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d88;
-                                s1 = s1 + hdr.data0.d89;
-                                values44.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d88 = s0;
-                            hdr.data0.d89 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values45.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d90;
-                                s1 = hdr.data0.d91;
-                                values45.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d90;
-                                s1 = s1 + hdr.data0.d91;
-                                values45.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d90 = s0;
-                            hdr.data0.d91 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values46.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d92;
-                                s1 = hdr.data0.d93;
-                                values46.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d92;
-                                s1 = s1 + hdr.data0.d93;
-                                values46.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d92 = s0;
-                            hdr.data0.d93 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values47.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d94;
-                                s1 = hdr.data0.d95;
-                                values47.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d94;
-                                s1 = s1 + hdr.data0.d95;
-                                values47.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d94 = s0;
-                            hdr.data0.d95 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values48.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d96;
-                                s1 = hdr.data0.d97;
-                                values48.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d96;
-                                s1 = s1 + hdr.data0.d97;
-                                values48.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d96 = s0;
-                            hdr.data0.d97 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values49.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d98;
-                                s1 = hdr.data0.d99;
-                                values49.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d98;
-                                s1 = s1 + hdr.data0.d99;
-                                values49.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d98 = s0;
-                            hdr.data0.d99 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values50.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d100;
-                                s1 = hdr.data0.d101;
-                                values50.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d100;
-                                s1 = s1 + hdr.data0.d101;
-                                values50.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d100 = s0;
-                            hdr.data0.d101 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values51.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d102;
-                                s1 = hdr.data0.d103;
-                                values51.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d102;
-                                s1 = s1 + hdr.data0.d103;
-                                values51.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d102 = s0;
-                            hdr.data0.d103 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values52.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d104;
-                                s1 = hdr.data0.d105;
-                                values52.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d104;
-                                s1 = s1 + hdr.data0.d105;
-                                values52.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d104 = s0;
-                            hdr.data0.d105 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values53.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d106;
-                                s1 = hdr.data0.d107;
-                                values53.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d106;
-                                s1 = s1 + hdr.data0.d107;
-                                values53.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d106 = s0;
-                            hdr.data0.d107 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values54.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d108;
-                                s1 = hdr.data0.d109;
-                                values54.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d108;
-                                s1 = s1 + hdr.data0.d109;
-                                values54.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d108 = s0;
-                            hdr.data0.d109 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values55.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d110;
-                                s1 = hdr.data0.d111;
-                                values55.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d110;
-                                s1 = s1 + hdr.data0.d111;
-                                values55.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d110 = s0;
-                            hdr.data0.d111 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values56.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d112;
-                                s1 = hdr.data0.d113;
-                                values56.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d112;
-                                s1 = s1 + hdr.data0.d113;
-                                values56.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d112 = s0;
-                            hdr.data0.d113 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values57.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d114;
-                                s1 = hdr.data0.d115;
-                                values57.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d114;
-                                s1 = s1 + hdr.data0.d115;
-                                values57.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d114 = s0;
-                            hdr.data0.d115 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values58.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d116;
-                                s1 = hdr.data0.d117;
-                                values58.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d116;
-                                s1 = s1 + hdr.data0.d117;
-                                values58.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d116 = s0;
-                            hdr.data0.d117 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values59.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d118;
-                                s1 = hdr.data0.d119;
-                                values59.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d118;
-                                s1 = s1 + hdr.data0.d119;
-                                values59.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d118 = s0;
-                            hdr.data0.d119 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values60.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d120;
-                                s1 = hdr.data0.d121;
-                                values60.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d120;
-                                s1 = s1 + hdr.data0.d121;
-                                values60.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d120 = s0;
-                            hdr.data0.d121 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values61.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d122;
-                                s1 = hdr.data0.d123;
-                                values61.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d122;
-                                s1 = s1 + hdr.data0.d123;
-                                values61.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d122 = s0;
-                            hdr.data0.d123 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values62.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d124;
-                                s1 = hdr.data0.d125;
-                                values62.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d124;
-                                s1 = s1 + hdr.data0.d125;
-                                values62.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d124 = s0;
-                            hdr.data0.d125 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values63.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d126;
-                                s1 = hdr.data0.d127;
-                                values63.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d126;
-                                s1 = s1 + hdr.data0.d127;
-                                values63.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d126 = s0;
-                            hdr.data0.d127 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values64.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d128;
-                                s1 = hdr.data0.d129;
-                                values64.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d128;
-                                s1 = s1 + hdr.data0.d129;
-                                values64.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d128 = s0;
-                            hdr.data0.d129 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values65.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d130;
-                                s1 = hdr.data0.d131;
-                                values65.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d130;
-                                s1 = s1 + hdr.data0.d131;
-                                values65.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d130 = s0;
-                            hdr.data0.d131 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values66.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d132;
-                                s1 = hdr.data0.d133;
-                                values66.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d132;
-                                s1 = s1 + hdr.data0.d133;
-                                values66.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d132 = s0;
-                            hdr.data0.d133 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values67.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d134;
-                                s1 = hdr.data0.d135;
-                                values67.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d134;
-                                s1 = s1 + hdr.data0.d135;
-                                values67.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d134 = s0;
-                            hdr.data0.d135 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values68.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d136;
-                                s1 = hdr.data0.d137;
-                                values68.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d136;
-                                s1 = s1 + hdr.data0.d137;
-                                values68.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d136 = s0;
-                            hdr.data0.d137 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values69.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d138;
-                                s1 = hdr.data0.d139;
-                                values69.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d138;
-                                s1 = s1 + hdr.data0.d139;
-                                values69.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d138 = s0;
-                            hdr.data0.d139 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values70.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d140;
-                                s1 = hdr.data0.d141;
-                                values70.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d140;
-                                s1 = s1 + hdr.data0.d141;
-                                values70.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d140 = s0;
-                            hdr.data0.d141 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values71.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d142;
-                                s1 = hdr.data0.d143;
-                                values71.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d142;
-                                s1 = s1 + hdr.data0.d143;
-                                values71.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d142 = s0;
-                            hdr.data0.d143 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values72.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d144;
-                                s1 = hdr.data0.d145;
-                                values72.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d144;
-                                s1 = s1 + hdr.data0.d145;
-                                values72.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d144 = s0;
-                            hdr.data0.d145 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values73.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d146;
-                                s1 = hdr.data0.d147;
-                                values73.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d146;
-                                s1 = s1 + hdr.data0.d147;
-                                values73.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d146 = s0;
-                            hdr.data0.d147 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values74.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d148;
-                                s1 = hdr.data0.d149;
-                                values74.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d148;
-                                s1 = s1 + hdr.data0.d149;
-                                values74.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d148 = s0;
-                            hdr.data0.d149 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values75.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d150;
-                                s1 = hdr.data0.d151;
-                                values75.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d150;
-                                s1 = s1 + hdr.data0.d151;
-                                values75.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d150 = s0;
-                            hdr.data0.d151 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values76.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d152;
-                                s1 = hdr.data0.d153;
-                                values76.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d152;
-                                s1 = s1 + hdr.data0.d153;
-                                values76.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d152 = s0;
-                            hdr.data0.d153 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values77.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d154;
-                                s1 = hdr.data0.d155;
-                                values77.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d154;
-                                s1 = s1 + hdr.data0.d155;
-                                values77.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d154 = s0;
-                            hdr.data0.d155 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values78.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d156;
-                                s1 = hdr.data0.d157;
-                                values78.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d156;
-                                s1 = s1 + hdr.data0.d157;
-                                values78.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d156 = s0;
-                            hdr.data0.d157 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values79.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d158;
-                                s1 = hdr.data0.d159;
-                                values79.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d158;
-                                s1 = s1 + hdr.data0.d159;
-                                values79.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d158 = s0;
-                            hdr.data0.d159 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values80.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d160;
-                                s1 = hdr.data0.d161;
-                                values80.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d160;
-                                s1 = s1 + hdr.data0.d161;
-                                values80.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d160 = s0;
-                            hdr.data0.d161 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values81.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d162;
-                                s1 = hdr.data0.d163;
-                                values81.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d162;
-                                s1 = s1 + hdr.data0.d163;
-                                values81.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d162 = s0;
-                            hdr.data0.d163 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values82.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d164;
-                                s1 = hdr.data0.d165;
-                                values82.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d164;
-                                s1 = s1 + hdr.data0.d165;
-                                values82.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d164 = s0;
-                            hdr.data0.d165 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values83.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d166;
-                                s1 = hdr.data0.d167;
-                                values83.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d166;
-                                s1 = s1 + hdr.data0.d167;
-                                values83.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d166 = s0;
-                            hdr.data0.d167 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values84.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d168;
-                                s1 = hdr.data0.d169;
-                                values84.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d168;
-                                s1 = s1 + hdr.data0.d169;
-                                values84.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d168 = s0;
-                            hdr.data0.d169 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values85.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d170;
-                                s1 = hdr.data0.d171;
-                                values85.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d170;
-                                s1 = s1 + hdr.data0.d171;
-                                values85.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d170 = s0;
-                            hdr.data0.d171 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values86.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d172;
-                                s1 = hdr.data0.d173;
-                                values86.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d172;
-                                s1 = s1 + hdr.data0.d173;
-                                values86.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d172 = s0;
-                            hdr.data0.d173 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values87.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d174;
-                                s1 = hdr.data0.d175;
-                                values87.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d174;
-                                s1 = s1 + hdr.data0.d175;
-                                values87.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d174 = s0;
-                            hdr.data0.d175 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values88.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d176;
-                                s1 = hdr.data0.d177;
-                                values88.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d176;
-                                s1 = s1 + hdr.data0.d177;
-                                values88.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d176 = s0;
-                            hdr.data0.d177 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values89.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d178;
-                                s1 = hdr.data0.d179;
-                                values89.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d178;
-                                s1 = s1 + hdr.data0.d179;
-                                values89.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d178 = s0;
-                            hdr.data0.d179 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values90.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d180;
-                                s1 = hdr.data0.d181;
-                                values90.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d180;
-                                s1 = s1 + hdr.data0.d181;
-                                values90.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d180 = s0;
-                            hdr.data0.d181 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values91.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d182;
-                                s1 = hdr.data0.d183;
-                                values91.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d182;
-                                s1 = s1 + hdr.data0.d183;
-                                values91.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d182 = s0;
-                            hdr.data0.d183 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values92.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d184;
-                                s1 = hdr.data0.d185;
-                                values92.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d184;
-                                s1 = s1 + hdr.data0.d185;
-                                values92.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d184 = s0;
-                            hdr.data0.d185 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values93.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d186;
-                                s1 = hdr.data0.d187;
-                                values93.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d186;
-                                s1 = s1 + hdr.data0.d187;
-                                values93.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d186 = s0;
-                            hdr.data0.d187 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values94.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d188;
-                                s1 = hdr.data0.d189;
-                                values94.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d188;
-                                s1 = s1 + hdr.data0.d189;
-                                values94.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d188 = s0;
-                            hdr.data0.d189 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values95.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d190;
-                                s1 = hdr.data0.d191;
-                                values95.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d190;
-                                s1 = s1 + hdr.data0.d191;
-                                values95.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d190 = s0;
-                            hdr.data0.d191 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values96.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d192;
-                                s1 = hdr.data0.d193;
-                                values96.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d192;
-                                s1 = s1 + hdr.data0.d193;
-                                values96.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d192 = s0;
-                            hdr.data0.d193 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values97.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d194;
-                                s1 = hdr.data0.d195;
-                                values97.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d194;
-                                s1 = s1 + hdr.data0.d195;
-                                values97.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d194 = s0;
-                            hdr.data0.d195 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values98.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d196;
-                                s1 = hdr.data0.d197;
-                                values98.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d196;
-                                s1 = s1 + hdr.data0.d197;
-                                values98.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d196 = s0;
-                            hdr.data0.d197 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values99.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d198;
-                                s1 = hdr.data0.d199;
-                                values99.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d198;
-                                s1 = s1 + hdr.data0.d199;
-                                values99.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d198 = s0;
-                            hdr.data0.d199 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values100.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d200;
-                                s1 = hdr.data0.d201;
-                                values100.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d200;
-                                s1 = s1 + hdr.data0.d201;
-                                values100.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d200 = s0;
-                            hdr.data0.d201 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values101.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d202;
-                                s1 = hdr.data0.d203;
-                                values101.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d202;
-                                s1 = s1 + hdr.data0.d203;
-                                values101.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d202 = s0;
-                            hdr.data0.d203 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values102.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d204;
-                                s1 = hdr.data0.d205;
-                                values102.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d204;
-                                s1 = s1 + hdr.data0.d205;
-                                values102.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d204 = s0;
-                            hdr.data0.d205 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values103.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d206;
-                                s1 = hdr.data0.d207;
-                                values103.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d206;
-                                s1 = s1 + hdr.data0.d207;
-                                values103.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d206 = s0;
-                            hdr.data0.d207 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values104.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d208;
-                                s1 = hdr.data0.d209;
-                                values104.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d208;
-                                s1 = s1 + hdr.data0.d209;
-                                values104.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d208 = s0;
-                            hdr.data0.d209 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values105.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d210;
-                                s1 = hdr.data0.d211;
-                                values105.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d210;
-                                s1 = s1 + hdr.data0.d211;
-                                values105.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d210 = s0;
-                            hdr.data0.d211 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values106.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d212;
-                                s1 = hdr.data0.d213;
-                                values106.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d212;
-                                s1 = s1 + hdr.data0.d213;
-                                values106.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d212 = s0;
-                            hdr.data0.d213 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values107.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d214;
-                                s1 = hdr.data0.d215;
-                                values107.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d214;
-                                s1 = s1 + hdr.data0.d215;
-                                values107.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d214 = s0;
-                            hdr.data0.d215 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values108.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d216;
-                                s1 = hdr.data0.d217;
-                                values108.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d216;
-                                s1 = s1 + hdr.data0.d217;
-                                values108.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d216 = s0;
-                            hdr.data0.d217 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values109.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d218;
-                                s1 = hdr.data0.d219;
-                                values109.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d218;
-                                s1 = s1 + hdr.data0.d219;
-                                values109.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d218 = s0;
-                            hdr.data0.d219 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values110.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d220;
-                                s1 = hdr.data0.d221;
-                                values110.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d220;
-                                s1 = s1 + hdr.data0.d221;
-                                values110.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d220 = s0;
-                            hdr.data0.d221 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values111.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d222;
-                                s1 = hdr.data0.d223;
-                                values111.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d222;
-                                s1 = s1 + hdr.data0.d223;
-                                values111.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d222 = s0;
-                            hdr.data0.d223 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values112.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d224;
-                                s1 = hdr.data0.d225;
-                                values112.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d224;
-                                s1 = s1 + hdr.data0.d225;
-                                values112.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d224 = s0;
-                            hdr.data0.d225 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values113.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d226;
-                                s1 = hdr.data0.d227;
-                                values113.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d226;
-                                s1 = s1 + hdr.data0.d227;
-                                values113.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d226 = s0;
-                            hdr.data0.d227 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values114.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d228;
-                                s1 = hdr.data0.d229;
-                                values114.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d228;
-                                s1 = s1 + hdr.data0.d229;
-                                values114.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d228 = s0;
-                            hdr.data0.d229 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values115.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d230;
-                                s1 = hdr.data0.d231;
-                                values115.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d230;
-                                s1 = s1 + hdr.data0.d231;
-                                values115.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d230 = s0;
-                            hdr.data0.d231 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values116.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d232;
-                                s1 = hdr.data0.d233;
-                                values116.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d232;
-                                s1 = s1 + hdr.data0.d233;
-                                values116.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d232 = s0;
-                            hdr.data0.d233 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values117.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d234;
-                                s1 = hdr.data0.d235;
-                                values117.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d234;
-                                s1 = s1 + hdr.data0.d235;
-                                values117.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d234 = s0;
-                            hdr.data0.d235 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values118.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d236;
-                                s1 = hdr.data0.d237;
-                                values118.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d236;
-                                s1 = s1 + hdr.data0.d237;
-                                values118.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d236 = s0;
-                            hdr.data0.d237 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values119.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d238;
-                                s1 = hdr.data0.d239;
-                                values119.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d238;
-                                s1 = s1 + hdr.data0.d239;
-                                values119.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d238 = s0;
-                            hdr.data0.d239 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values120.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d240;
-                                s1 = hdr.data0.d241;
-                                values120.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d240;
-                                s1 = s1 + hdr.data0.d241;
-                                values120.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d240 = s0;
-                            hdr.data0.d241 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values121.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d242;
-                                s1 = hdr.data0.d243;
-                                values121.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d242;
-                                s1 = s1 + hdr.data0.d243;
-                                values121.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d242 = s0;
-                            hdr.data0.d243 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values122.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d244;
-                                s1 = hdr.data0.d245;
-                                values122.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d244;
-                                s1 = s1 + hdr.data0.d245;
-                                values122.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d244 = s0;
-                            hdr.data0.d245 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values123.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d246;
-                                s1 = hdr.data0.d247;
-                                values123.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d246;
-                                s1 = s1 + hdr.data0.d247;
-                                values123.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d246 = s0;
-                            hdr.data0.d247 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values124.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d248;
-                                s1 = hdr.data0.d249;
-                                values124.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d248;
-                                s1 = s1 + hdr.data0.d249;
-                                values124.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d248 = s0;
-                            hdr.data0.d249 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values125.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d250;
-                                s1 = hdr.data0.d251;
-                                values125.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d250;
-                                s1 = s1 + hdr.data0.d251;
-                                values125.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d250 = s0;
-                            hdr.data0.d251 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values126.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d252;
-                                s1 = hdr.data0.d253;
-                                values126.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d252;
-                                s1 = s1 + hdr.data0.d253;
-                                values126.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d252 = s0;
-                            hdr.data0.d253 = s1;
-                        }
-                        {
-                            bit<64> v;
-                            values127.read(v, meta.vidx);
-                            bit<32> s0 = v[31:0];
-                            bit<32> s1 = v[63:32];
-                            if (meta.values_op == OP_VALUES_WRITE) {
-                                s0 = hdr.data0.d254;
-                                s1 = hdr.data0.d255;
-                                values127.write(meta.vidx, s1 ++ s0);
-                            } else if (meta.values_op == OP_VALUES_ADD) {
-                                s0 = s0 + hdr.data0.d254;
-                                s1 = s1 + hdr.data0.d255;
-                                values127.write(meta.vidx, s1 ++ s0);
-                            }
-                            hdr.data0.d254 = s0;
-                            hdr.data0.d255 = s1;
+if (meta.values_op == 0) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            values0.write(meta.vidx, hdr.data0.d1 ++ hdr.data0.d0);
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            values1.write(meta.vidx, hdr.data0.d3 ++ hdr.data0.d2);
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            values2.write(meta.vidx, hdr.data0.d5 ++ hdr.data0.d4);
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            values3.write(meta.vidx, hdr.data0.d7 ++ hdr.data0.d6);
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            values4.write(meta.vidx, hdr.data0.d9 ++ hdr.data0.d8);
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            values5.write(meta.vidx, hdr.data0.d11 ++ hdr.data0.d10);
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            values6.write(meta.vidx, hdr.data0.d13 ++ hdr.data0.d12);
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            values7.write(meta.vidx, hdr.data0.d15 ++ hdr.data0.d14);
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            values8.write(meta.vidx, hdr.data0.d17 ++ hdr.data0.d16);
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            values9.write(meta.vidx, hdr.data0.d19 ++ hdr.data0.d18);
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            values10.write(meta.vidx, hdr.data0.d21 ++ hdr.data0.d20);
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            values11.write(meta.vidx, hdr.data0.d23 ++ hdr.data0.d22);
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            values12.write(meta.vidx, hdr.data0.d25 ++ hdr.data0.d24);
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            values13.write(meta.vidx, hdr.data0.d27 ++ hdr.data0.d26);
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            values14.write(meta.vidx, hdr.data0.d29 ++ hdr.data0.d28);
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            values15.write(meta.vidx, hdr.data0.d31 ++ hdr.data0.d30);
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            values16.write(meta.vidx, hdr.data0.d33 ++ hdr.data0.d32);
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            values17.write(meta.vidx, hdr.data0.d35 ++ hdr.data0.d34);
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            values18.write(meta.vidx, hdr.data0.d37 ++ hdr.data0.d36);
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            values19.write(meta.vidx, hdr.data0.d39 ++ hdr.data0.d38);
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            values20.write(meta.vidx, hdr.data0.d41 ++ hdr.data0.d40);
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            values21.write(meta.vidx, hdr.data0.d43 ++ hdr.data0.d42);
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            values22.write(meta.vidx, hdr.data0.d45 ++ hdr.data0.d44);
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            values23.write(meta.vidx, hdr.data0.d47 ++ hdr.data0.d46);
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            values24.write(meta.vidx, hdr.data0.d49 ++ hdr.data0.d48);
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            values25.write(meta.vidx, hdr.data0.d51 ++ hdr.data0.d50);
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            values26.write(meta.vidx, hdr.data0.d53 ++ hdr.data0.d52);
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            values27.write(meta.vidx, hdr.data0.d55 ++ hdr.data0.d54);
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            values28.write(meta.vidx, hdr.data0.d57 ++ hdr.data0.d56);
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            values29.write(meta.vidx, hdr.data0.d59 ++ hdr.data0.d58);
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            values30.write(meta.vidx, hdr.data0.d61 ++ hdr.data0.d60);
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            values31.write(meta.vidx, hdr.data0.d63 ++ hdr.data0.d62);
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            values32.write(meta.vidx, hdr.data0.d65 ++ hdr.data0.d64);
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            values33.write(meta.vidx, hdr.data0.d67 ++ hdr.data0.d66);
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            values34.write(meta.vidx, hdr.data0.d69 ++ hdr.data0.d68);
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            values35.write(meta.vidx, hdr.data0.d71 ++ hdr.data0.d70);
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            values36.write(meta.vidx, hdr.data0.d73 ++ hdr.data0.d72);
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            values37.write(meta.vidx, hdr.data0.d75 ++ hdr.data0.d74);
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            values38.write(meta.vidx, hdr.data0.d77 ++ hdr.data0.d76);
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            values39.write(meta.vidx, hdr.data0.d79 ++ hdr.data0.d78);
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            values40.write(meta.vidx, hdr.data0.d81 ++ hdr.data0.d80);
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            values41.write(meta.vidx, hdr.data0.d83 ++ hdr.data0.d82);
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            values42.write(meta.vidx, hdr.data0.d85 ++ hdr.data0.d84);
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            values43.write(meta.vidx, hdr.data0.d87 ++ hdr.data0.d86);
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            values44.write(meta.vidx, hdr.data0.d89 ++ hdr.data0.d88);
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            values45.write(meta.vidx, hdr.data0.d91 ++ hdr.data0.d90);
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            values46.write(meta.vidx, hdr.data0.d93 ++ hdr.data0.d92);
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            values47.write(meta.vidx, hdr.data0.d95 ++ hdr.data0.d94);
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            values48.write(meta.vidx, hdr.data0.d97 ++ hdr.data0.d96);
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            values49.write(meta.vidx, hdr.data0.d99 ++ hdr.data0.d98);
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            values50.write(meta.vidx, hdr.data0.d101 ++ hdr.data0.d100);
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            values51.write(meta.vidx, hdr.data0.d103 ++ hdr.data0.d102);
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            values52.write(meta.vidx, hdr.data0.d105 ++ hdr.data0.d104);
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            values53.write(meta.vidx, hdr.data0.d107 ++ hdr.data0.d106);
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            values54.write(meta.vidx, hdr.data0.d109 ++ hdr.data0.d108);
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            values55.write(meta.vidx, hdr.data0.d111 ++ hdr.data0.d110);
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            values56.write(meta.vidx, hdr.data0.d113 ++ hdr.data0.d112);
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            values57.write(meta.vidx, hdr.data0.d115 ++ hdr.data0.d114);
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            values58.write(meta.vidx, hdr.data0.d117 ++ hdr.data0.d116);
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            values59.write(meta.vidx, hdr.data0.d119 ++ hdr.data0.d118);
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            values60.write(meta.vidx, hdr.data0.d121 ++ hdr.data0.d120);
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            values61.write(meta.vidx, hdr.data0.d123 ++ hdr.data0.d122);
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            values62.write(meta.vidx, hdr.data0.d125 ++ hdr.data0.d124);
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            values63.write(meta.vidx, hdr.data0.d127 ++ hdr.data0.d126);
+                            bit<64> values64_v;
+                            values64.read(values64_v, meta.vidx);
+                            values64.write(meta.vidx, hdr.data0.d129 ++ hdr.data0.d128);
+                            bit<64> values65_v;
+                            values65.read(values65_v, meta.vidx);
+                            values65.write(meta.vidx, hdr.data0.d131 ++ hdr.data0.d130);
+                            bit<64> values66_v;
+                            values66.read(values66_v, meta.vidx);
+                            values66.write(meta.vidx, hdr.data0.d133 ++ hdr.data0.d132);
+                            bit<64> values67_v;
+                            values67.read(values67_v, meta.vidx);
+                            values67.write(meta.vidx, hdr.data0.d135 ++ hdr.data0.d134);
+                            bit<64> values68_v;
+                            values68.read(values68_v, meta.vidx);
+                            values68.write(meta.vidx, hdr.data0.d137 ++ hdr.data0.d136);
+                            bit<64> values69_v;
+                            values69.read(values69_v, meta.vidx);
+                            values69.write(meta.vidx, hdr.data0.d139 ++ hdr.data0.d138);
+                            bit<64> values70_v;
+                            values70.read(values70_v, meta.vidx);
+                            values70.write(meta.vidx, hdr.data0.d141 ++ hdr.data0.d140);
+                            bit<64> values71_v;
+                            values71.read(values71_v, meta.vidx);
+                            values71.write(meta.vidx, hdr.data0.d143 ++ hdr.data0.d142);
+                            bit<64> values72_v;
+                            values72.read(values72_v, meta.vidx);
+                            values72.write(meta.vidx, hdr.data0.d145 ++ hdr.data0.d144);
+                            bit<64> values73_v;
+                            values73.read(values73_v, meta.vidx);
+                            values73.write(meta.vidx, hdr.data0.d147 ++ hdr.data0.d146);
+                            bit<64> values74_v;
+                            values74.read(values74_v, meta.vidx);
+                            values74.write(meta.vidx, hdr.data0.d149 ++ hdr.data0.d148);
+                            bit<64> values75_v;
+                            values75.read(values75_v, meta.vidx);
+                            values75.write(meta.vidx, hdr.data0.d151 ++ hdr.data0.d150);
+                            bit<64> values76_v;
+                            values76.read(values76_v, meta.vidx);
+                            values76.write(meta.vidx, hdr.data0.d153 ++ hdr.data0.d152);
+                            bit<64> values77_v;
+                            values77.read(values77_v, meta.vidx);
+                            values77.write(meta.vidx, hdr.data0.d155 ++ hdr.data0.d154);
+                            bit<64> values78_v;
+                            values78.read(values78_v, meta.vidx);
+                            values78.write(meta.vidx, hdr.data0.d157 ++ hdr.data0.d156);
+                            bit<64> values79_v;
+                            values79.read(values79_v, meta.vidx);
+                            values79.write(meta.vidx, hdr.data0.d159 ++ hdr.data0.d158);
+                            bit<64> values80_v;
+                            values80.read(values80_v, meta.vidx);
+                            values80.write(meta.vidx, hdr.data0.d161 ++ hdr.data0.d160);
+                            bit<64> values81_v;
+                            values81.read(values81_v, meta.vidx);
+                            values81.write(meta.vidx, hdr.data0.d163 ++ hdr.data0.d162);
+                            bit<64> values82_v;
+                            values82.read(values82_v, meta.vidx);
+                            values82.write(meta.vidx, hdr.data0.d165 ++ hdr.data0.d164);
+                            bit<64> values83_v;
+                            values83.read(values83_v, meta.vidx);
+                            values83.write(meta.vidx, hdr.data0.d167 ++ hdr.data0.d166);
+                            bit<64> values84_v;
+                            values84.read(values84_v, meta.vidx);
+                            values84.write(meta.vidx, hdr.data0.d169 ++ hdr.data0.d168);
+                            bit<64> values85_v;
+                            values85.read(values85_v, meta.vidx);
+                            values85.write(meta.vidx, hdr.data0.d171 ++ hdr.data0.d170);
+                            bit<64> values86_v;
+                            values86.read(values86_v, meta.vidx);
+                            values86.write(meta.vidx, hdr.data0.d173 ++ hdr.data0.d172);
+                            bit<64> values87_v;
+                            values87.read(values87_v, meta.vidx);
+                            values87.write(meta.vidx, hdr.data0.d175 ++ hdr.data0.d174);
+                            bit<64> values88_v;
+                            values88.read(values88_v, meta.vidx);
+                            values88.write(meta.vidx, hdr.data0.d177 ++ hdr.data0.d176);
+                            bit<64> values89_v;
+                            values89.read(values89_v, meta.vidx);
+                            values89.write(meta.vidx, hdr.data0.d179 ++ hdr.data0.d178);
+                            bit<64> values90_v;
+                            values90.read(values90_v, meta.vidx);
+                            values90.write(meta.vidx, hdr.data0.d181 ++ hdr.data0.d180);
+                            bit<64> values91_v;
+                            values91.read(values91_v, meta.vidx);
+                            values91.write(meta.vidx, hdr.data0.d183 ++ hdr.data0.d182);
+                            bit<64> values92_v;
+                            values92.read(values92_v, meta.vidx);
+                            values92.write(meta.vidx, hdr.data0.d185 ++ hdr.data0.d184);
+                            bit<64> values93_v;
+                            values93.read(values93_v, meta.vidx);
+                            values93.write(meta.vidx, hdr.data0.d187 ++ hdr.data0.d186);
+                            bit<64> values94_v;
+                            values94.read(values94_v, meta.vidx);
+                            values94.write(meta.vidx, hdr.data0.d189 ++ hdr.data0.d188);
+                            bit<64> values95_v;
+                            values95.read(values95_v, meta.vidx);
+                            values95.write(meta.vidx, hdr.data0.d191 ++ hdr.data0.d190);
+                            bit<64> values96_v;
+                            values96.read(values96_v, meta.vidx);
+                            values96.write(meta.vidx, hdr.data0.d193 ++ hdr.data0.d192);
+                            bit<64> values97_v;
+                            values97.read(values97_v, meta.vidx);
+                            values97.write(meta.vidx, hdr.data0.d195 ++ hdr.data0.d194);
+                            bit<64> values98_v;
+                            values98.read(values98_v, meta.vidx);
+                            values98.write(meta.vidx, hdr.data0.d197 ++ hdr.data0.d196);
+                            bit<64> values99_v;
+                            values99.read(values99_v, meta.vidx);
+                            values99.write(meta.vidx, hdr.data0.d199 ++ hdr.data0.d198);
+                            bit<64> values100_v;
+                            values100.read(values100_v, meta.vidx);
+                            values100.write(meta.vidx, hdr.data0.d201 ++ hdr.data0.d200);
+                            bit<64> values101_v;
+                            values101.read(values101_v, meta.vidx);
+                            values101.write(meta.vidx, hdr.data0.d203 ++ hdr.data0.d202);
+                            bit<64> values102_v;
+                            values102.read(values102_v, meta.vidx);
+                            values102.write(meta.vidx, hdr.data0.d205 ++ hdr.data0.d204);
+                            bit<64> values103_v;
+                            values103.read(values103_v, meta.vidx);
+                            values103.write(meta.vidx, hdr.data0.d207 ++ hdr.data0.d206);
+                            bit<64> values104_v;
+                            values104.read(values104_v, meta.vidx);
+                            values104.write(meta.vidx, hdr.data0.d209 ++ hdr.data0.d208);
+                            bit<64> values105_v;
+                            values105.read(values105_v, meta.vidx);
+                            values105.write(meta.vidx, hdr.data0.d211 ++ hdr.data0.d210);
+                            bit<64> values106_v;
+                            values106.read(values106_v, meta.vidx);
+                            values106.write(meta.vidx, hdr.data0.d213 ++ hdr.data0.d212);
+                            bit<64> values107_v;
+                            values107.read(values107_v, meta.vidx);
+                            values107.write(meta.vidx, hdr.data0.d215 ++ hdr.data0.d214);
+                            bit<64> values108_v;
+                            values108.read(values108_v, meta.vidx);
+                            values108.write(meta.vidx, hdr.data0.d217 ++ hdr.data0.d216);
+                            bit<64> values109_v;
+                            values109.read(values109_v, meta.vidx);
+                            values109.write(meta.vidx, hdr.data0.d219 ++ hdr.data0.d218);
+                            bit<64> values110_v;
+                            values110.read(values110_v, meta.vidx);
+                            values110.write(meta.vidx, hdr.data0.d221 ++ hdr.data0.d220);
+                            bit<64> values111_v;
+                            values111.read(values111_v, meta.vidx);
+                            values111.write(meta.vidx, hdr.data0.d223 ++ hdr.data0.d222);
+                            bit<64> values112_v;
+                            values112.read(values112_v, meta.vidx);
+                            values112.write(meta.vidx, hdr.data0.d225 ++ hdr.data0.d224);
+                            bit<64> values113_v;
+                            values113.read(values113_v, meta.vidx);
+                            values113.write(meta.vidx, hdr.data0.d227 ++ hdr.data0.d226);
+                            bit<64> values114_v;
+                            values114.read(values114_v, meta.vidx);
+                            values114.write(meta.vidx, hdr.data0.d229 ++ hdr.data0.d228);
+                            bit<64> values115_v;
+                            values115.read(values115_v, meta.vidx);
+                            values115.write(meta.vidx, hdr.data0.d231 ++ hdr.data0.d230);
+                            bit<64> values116_v;
+                            values116.read(values116_v, meta.vidx);
+                            values116.write(meta.vidx, hdr.data0.d233 ++ hdr.data0.d232);
+                            bit<64> values117_v;
+                            values117.read(values117_v, meta.vidx);
+                            values117.write(meta.vidx, hdr.data0.d235 ++ hdr.data0.d234);
+                            bit<64> values118_v;
+                            values118.read(values118_v, meta.vidx);
+                            values118.write(meta.vidx, hdr.data0.d237 ++ hdr.data0.d236);
+                            bit<64> values119_v;
+                            values119.read(values119_v, meta.vidx);
+                            values119.write(meta.vidx, hdr.data0.d239 ++ hdr.data0.d238);
+                            bit<64> values120_v;
+                            values120.read(values120_v, meta.vidx);
+                            values120.write(meta.vidx, hdr.data0.d241 ++ hdr.data0.d240);
+                            bit<64> values121_v;
+                            values121.read(values121_v, meta.vidx);
+                            values121.write(meta.vidx, hdr.data0.d243 ++ hdr.data0.d242);
+                            bit<64> values122_v;
+                            values122.read(values122_v, meta.vidx);
+                            values122.write(meta.vidx, hdr.data0.d245 ++ hdr.data0.d244);
+                            bit<64> values123_v;
+                            values123.read(values123_v, meta.vidx);
+                            values123.write(meta.vidx, hdr.data0.d247 ++ hdr.data0.d246);
+                            bit<64> values124_v;
+                            values124.read(values124_v, meta.vidx);
+                            values124.write(meta.vidx, hdr.data0.d249 ++ hdr.data0.d248);
+                            bit<64> values125_v;
+                            values125.read(values125_v, meta.vidx);
+                            values125.write(meta.vidx, hdr.data0.d251 ++ hdr.data0.d250);
+                            bit<64> values126_v;
+                            values126.read(values126_v, meta.vidx);
+                            values126.write(meta.vidx, hdr.data0.d253 ++ hdr.data0.d252);
+                            bit<64> values127_v;
+                            values127.read(values127_v, meta.vidx);
+                            values127.write(meta.vidx, hdr.data0.d255 ++ hdr.data0.d254);
+                        }
+else if (meta.values_op == 1) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            bit<32> values0_t0 = (values0_v[31:0] + hdr.data0.d0);
+                            bit<32> values0_t1 = (values0_v[63:32] + hdr.data0.d1);
+                            bit<32> values0_o0 = values0_t0;
+                            bit<32> values0_o1 = values0_t1;
+                            values0.write(meta.vidx, values0_t1 ++ values0_t0);
+                            hdr.data0.d0 = values0_o0;
+                            hdr.data0.d1 = values0_o1;
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            bit<32> values1_t0 = (values1_v[31:0] + hdr.data0.d2);
+                            bit<32> values1_t1 = (values1_v[63:32] + hdr.data0.d3);
+                            bit<32> values1_o0 = values1_t0;
+                            bit<32> values1_o1 = values1_t1;
+                            values1.write(meta.vidx, values1_t1 ++ values1_t0);
+                            hdr.data0.d2 = values1_o0;
+                            hdr.data0.d3 = values1_o1;
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            bit<32> values2_t0 = (values2_v[31:0] + hdr.data0.d4);
+                            bit<32> values2_t1 = (values2_v[63:32] + hdr.data0.d5);
+                            bit<32> values2_o0 = values2_t0;
+                            bit<32> values2_o1 = values2_t1;
+                            values2.write(meta.vidx, values2_t1 ++ values2_t0);
+                            hdr.data0.d4 = values2_o0;
+                            hdr.data0.d5 = values2_o1;
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            bit<32> values3_t0 = (values3_v[31:0] + hdr.data0.d6);
+                            bit<32> values3_t1 = (values3_v[63:32] + hdr.data0.d7);
+                            bit<32> values3_o0 = values3_t0;
+                            bit<32> values3_o1 = values3_t1;
+                            values3.write(meta.vidx, values3_t1 ++ values3_t0);
+                            hdr.data0.d6 = values3_o0;
+                            hdr.data0.d7 = values3_o1;
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            bit<32> values4_t0 = (values4_v[31:0] + hdr.data0.d8);
+                            bit<32> values4_t1 = (values4_v[63:32] + hdr.data0.d9);
+                            bit<32> values4_o0 = values4_t0;
+                            bit<32> values4_o1 = values4_t1;
+                            values4.write(meta.vidx, values4_t1 ++ values4_t0);
+                            hdr.data0.d8 = values4_o0;
+                            hdr.data0.d9 = values4_o1;
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            bit<32> values5_t0 = (values5_v[31:0] + hdr.data0.d10);
+                            bit<32> values5_t1 = (values5_v[63:32] + hdr.data0.d11);
+                            bit<32> values5_o0 = values5_t0;
+                            bit<32> values5_o1 = values5_t1;
+                            values5.write(meta.vidx, values5_t1 ++ values5_t0);
+                            hdr.data0.d10 = values5_o0;
+                            hdr.data0.d11 = values5_o1;
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            bit<32> values6_t0 = (values6_v[31:0] + hdr.data0.d12);
+                            bit<32> values6_t1 = (values6_v[63:32] + hdr.data0.d13);
+                            bit<32> values6_o0 = values6_t0;
+                            bit<32> values6_o1 = values6_t1;
+                            values6.write(meta.vidx, values6_t1 ++ values6_t0);
+                            hdr.data0.d12 = values6_o0;
+                            hdr.data0.d13 = values6_o1;
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            bit<32> values7_t0 = (values7_v[31:0] + hdr.data0.d14);
+                            bit<32> values7_t1 = (values7_v[63:32] + hdr.data0.d15);
+                            bit<32> values7_o0 = values7_t0;
+                            bit<32> values7_o1 = values7_t1;
+                            values7.write(meta.vidx, values7_t1 ++ values7_t0);
+                            hdr.data0.d14 = values7_o0;
+                            hdr.data0.d15 = values7_o1;
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            bit<32> values8_t0 = (values8_v[31:0] + hdr.data0.d16);
+                            bit<32> values8_t1 = (values8_v[63:32] + hdr.data0.d17);
+                            bit<32> values8_o0 = values8_t0;
+                            bit<32> values8_o1 = values8_t1;
+                            values8.write(meta.vidx, values8_t1 ++ values8_t0);
+                            hdr.data0.d16 = values8_o0;
+                            hdr.data0.d17 = values8_o1;
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            bit<32> values9_t0 = (values9_v[31:0] + hdr.data0.d18);
+                            bit<32> values9_t1 = (values9_v[63:32] + hdr.data0.d19);
+                            bit<32> values9_o0 = values9_t0;
+                            bit<32> values9_o1 = values9_t1;
+                            values9.write(meta.vidx, values9_t1 ++ values9_t0);
+                            hdr.data0.d18 = values9_o0;
+                            hdr.data0.d19 = values9_o1;
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            bit<32> values10_t0 = (values10_v[31:0] + hdr.data0.d20);
+                            bit<32> values10_t1 = (values10_v[63:32] + hdr.data0.d21);
+                            bit<32> values10_o0 = values10_t0;
+                            bit<32> values10_o1 = values10_t1;
+                            values10.write(meta.vidx, values10_t1 ++ values10_t0);
+                            hdr.data0.d20 = values10_o0;
+                            hdr.data0.d21 = values10_o1;
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            bit<32> values11_t0 = (values11_v[31:0] + hdr.data0.d22);
+                            bit<32> values11_t1 = (values11_v[63:32] + hdr.data0.d23);
+                            bit<32> values11_o0 = values11_t0;
+                            bit<32> values11_o1 = values11_t1;
+                            values11.write(meta.vidx, values11_t1 ++ values11_t0);
+                            hdr.data0.d22 = values11_o0;
+                            hdr.data0.d23 = values11_o1;
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            bit<32> values12_t0 = (values12_v[31:0] + hdr.data0.d24);
+                            bit<32> values12_t1 = (values12_v[63:32] + hdr.data0.d25);
+                            bit<32> values12_o0 = values12_t0;
+                            bit<32> values12_o1 = values12_t1;
+                            values12.write(meta.vidx, values12_t1 ++ values12_t0);
+                            hdr.data0.d24 = values12_o0;
+                            hdr.data0.d25 = values12_o1;
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            bit<32> values13_t0 = (values13_v[31:0] + hdr.data0.d26);
+                            bit<32> values13_t1 = (values13_v[63:32] + hdr.data0.d27);
+                            bit<32> values13_o0 = values13_t0;
+                            bit<32> values13_o1 = values13_t1;
+                            values13.write(meta.vidx, values13_t1 ++ values13_t0);
+                            hdr.data0.d26 = values13_o0;
+                            hdr.data0.d27 = values13_o1;
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            bit<32> values14_t0 = (values14_v[31:0] + hdr.data0.d28);
+                            bit<32> values14_t1 = (values14_v[63:32] + hdr.data0.d29);
+                            bit<32> values14_o0 = values14_t0;
+                            bit<32> values14_o1 = values14_t1;
+                            values14.write(meta.vidx, values14_t1 ++ values14_t0);
+                            hdr.data0.d28 = values14_o0;
+                            hdr.data0.d29 = values14_o1;
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            bit<32> values15_t0 = (values15_v[31:0] + hdr.data0.d30);
+                            bit<32> values15_t1 = (values15_v[63:32] + hdr.data0.d31);
+                            bit<32> values15_o0 = values15_t0;
+                            bit<32> values15_o1 = values15_t1;
+                            values15.write(meta.vidx, values15_t1 ++ values15_t0);
+                            hdr.data0.d30 = values15_o0;
+                            hdr.data0.d31 = values15_o1;
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            bit<32> values16_t0 = (values16_v[31:0] + hdr.data0.d32);
+                            bit<32> values16_t1 = (values16_v[63:32] + hdr.data0.d33);
+                            bit<32> values16_o0 = values16_t0;
+                            bit<32> values16_o1 = values16_t1;
+                            values16.write(meta.vidx, values16_t1 ++ values16_t0);
+                            hdr.data0.d32 = values16_o0;
+                            hdr.data0.d33 = values16_o1;
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            bit<32> values17_t0 = (values17_v[31:0] + hdr.data0.d34);
+                            bit<32> values17_t1 = (values17_v[63:32] + hdr.data0.d35);
+                            bit<32> values17_o0 = values17_t0;
+                            bit<32> values17_o1 = values17_t1;
+                            values17.write(meta.vidx, values17_t1 ++ values17_t0);
+                            hdr.data0.d34 = values17_o0;
+                            hdr.data0.d35 = values17_o1;
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            bit<32> values18_t0 = (values18_v[31:0] + hdr.data0.d36);
+                            bit<32> values18_t1 = (values18_v[63:32] + hdr.data0.d37);
+                            bit<32> values18_o0 = values18_t0;
+                            bit<32> values18_o1 = values18_t1;
+                            values18.write(meta.vidx, values18_t1 ++ values18_t0);
+                            hdr.data0.d36 = values18_o0;
+                            hdr.data0.d37 = values18_o1;
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            bit<32> values19_t0 = (values19_v[31:0] + hdr.data0.d38);
+                            bit<32> values19_t1 = (values19_v[63:32] + hdr.data0.d39);
+                            bit<32> values19_o0 = values19_t0;
+                            bit<32> values19_o1 = values19_t1;
+                            values19.write(meta.vidx, values19_t1 ++ values19_t0);
+                            hdr.data0.d38 = values19_o0;
+                            hdr.data0.d39 = values19_o1;
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            bit<32> values20_t0 = (values20_v[31:0] + hdr.data0.d40);
+                            bit<32> values20_t1 = (values20_v[63:32] + hdr.data0.d41);
+                            bit<32> values20_o0 = values20_t0;
+                            bit<32> values20_o1 = values20_t1;
+                            values20.write(meta.vidx, values20_t1 ++ values20_t0);
+                            hdr.data0.d40 = values20_o0;
+                            hdr.data0.d41 = values20_o1;
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            bit<32> values21_t0 = (values21_v[31:0] + hdr.data0.d42);
+                            bit<32> values21_t1 = (values21_v[63:32] + hdr.data0.d43);
+                            bit<32> values21_o0 = values21_t0;
+                            bit<32> values21_o1 = values21_t1;
+                            values21.write(meta.vidx, values21_t1 ++ values21_t0);
+                            hdr.data0.d42 = values21_o0;
+                            hdr.data0.d43 = values21_o1;
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            bit<32> values22_t0 = (values22_v[31:0] + hdr.data0.d44);
+                            bit<32> values22_t1 = (values22_v[63:32] + hdr.data0.d45);
+                            bit<32> values22_o0 = values22_t0;
+                            bit<32> values22_o1 = values22_t1;
+                            values22.write(meta.vidx, values22_t1 ++ values22_t0);
+                            hdr.data0.d44 = values22_o0;
+                            hdr.data0.d45 = values22_o1;
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            bit<32> values23_t0 = (values23_v[31:0] + hdr.data0.d46);
+                            bit<32> values23_t1 = (values23_v[63:32] + hdr.data0.d47);
+                            bit<32> values23_o0 = values23_t0;
+                            bit<32> values23_o1 = values23_t1;
+                            values23.write(meta.vidx, values23_t1 ++ values23_t0);
+                            hdr.data0.d46 = values23_o0;
+                            hdr.data0.d47 = values23_o1;
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            bit<32> values24_t0 = (values24_v[31:0] + hdr.data0.d48);
+                            bit<32> values24_t1 = (values24_v[63:32] + hdr.data0.d49);
+                            bit<32> values24_o0 = values24_t0;
+                            bit<32> values24_o1 = values24_t1;
+                            values24.write(meta.vidx, values24_t1 ++ values24_t0);
+                            hdr.data0.d48 = values24_o0;
+                            hdr.data0.d49 = values24_o1;
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            bit<32> values25_t0 = (values25_v[31:0] + hdr.data0.d50);
+                            bit<32> values25_t1 = (values25_v[63:32] + hdr.data0.d51);
+                            bit<32> values25_o0 = values25_t0;
+                            bit<32> values25_o1 = values25_t1;
+                            values25.write(meta.vidx, values25_t1 ++ values25_t0);
+                            hdr.data0.d50 = values25_o0;
+                            hdr.data0.d51 = values25_o1;
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            bit<32> values26_t0 = (values26_v[31:0] + hdr.data0.d52);
+                            bit<32> values26_t1 = (values26_v[63:32] + hdr.data0.d53);
+                            bit<32> values26_o0 = values26_t0;
+                            bit<32> values26_o1 = values26_t1;
+                            values26.write(meta.vidx, values26_t1 ++ values26_t0);
+                            hdr.data0.d52 = values26_o0;
+                            hdr.data0.d53 = values26_o1;
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            bit<32> values27_t0 = (values27_v[31:0] + hdr.data0.d54);
+                            bit<32> values27_t1 = (values27_v[63:32] + hdr.data0.d55);
+                            bit<32> values27_o0 = values27_t0;
+                            bit<32> values27_o1 = values27_t1;
+                            values27.write(meta.vidx, values27_t1 ++ values27_t0);
+                            hdr.data0.d54 = values27_o0;
+                            hdr.data0.d55 = values27_o1;
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            bit<32> values28_t0 = (values28_v[31:0] + hdr.data0.d56);
+                            bit<32> values28_t1 = (values28_v[63:32] + hdr.data0.d57);
+                            bit<32> values28_o0 = values28_t0;
+                            bit<32> values28_o1 = values28_t1;
+                            values28.write(meta.vidx, values28_t1 ++ values28_t0);
+                            hdr.data0.d56 = values28_o0;
+                            hdr.data0.d57 = values28_o1;
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            bit<32> values29_t0 = (values29_v[31:0] + hdr.data0.d58);
+                            bit<32> values29_t1 = (values29_v[63:32] + hdr.data0.d59);
+                            bit<32> values29_o0 = values29_t0;
+                            bit<32> values29_o1 = values29_t1;
+                            values29.write(meta.vidx, values29_t1 ++ values29_t0);
+                            hdr.data0.d58 = values29_o0;
+                            hdr.data0.d59 = values29_o1;
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            bit<32> values30_t0 = (values30_v[31:0] + hdr.data0.d60);
+                            bit<32> values30_t1 = (values30_v[63:32] + hdr.data0.d61);
+                            bit<32> values30_o0 = values30_t0;
+                            bit<32> values30_o1 = values30_t1;
+                            values30.write(meta.vidx, values30_t1 ++ values30_t0);
+                            hdr.data0.d60 = values30_o0;
+                            hdr.data0.d61 = values30_o1;
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            bit<32> values31_t0 = (values31_v[31:0] + hdr.data0.d62);
+                            bit<32> values31_t1 = (values31_v[63:32] + hdr.data0.d63);
+                            bit<32> values31_o0 = values31_t0;
+                            bit<32> values31_o1 = values31_t1;
+                            values31.write(meta.vidx, values31_t1 ++ values31_t0);
+                            hdr.data0.d62 = values31_o0;
+                            hdr.data0.d63 = values31_o1;
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            bit<32> values32_t0 = (values32_v[31:0] + hdr.data0.d64);
+                            bit<32> values32_t1 = (values32_v[63:32] + hdr.data0.d65);
+                            bit<32> values32_o0 = values32_t0;
+                            bit<32> values32_o1 = values32_t1;
+                            values32.write(meta.vidx, values32_t1 ++ values32_t0);
+                            hdr.data0.d64 = values32_o0;
+                            hdr.data0.d65 = values32_o1;
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            bit<32> values33_t0 = (values33_v[31:0] + hdr.data0.d66);
+                            bit<32> values33_t1 = (values33_v[63:32] + hdr.data0.d67);
+                            bit<32> values33_o0 = values33_t0;
+                            bit<32> values33_o1 = values33_t1;
+                            values33.write(meta.vidx, values33_t1 ++ values33_t0);
+                            hdr.data0.d66 = values33_o0;
+                            hdr.data0.d67 = values33_o1;
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            bit<32> values34_t0 = (values34_v[31:0] + hdr.data0.d68);
+                            bit<32> values34_t1 = (values34_v[63:32] + hdr.data0.d69);
+                            bit<32> values34_o0 = values34_t0;
+                            bit<32> values34_o1 = values34_t1;
+                            values34.write(meta.vidx, values34_t1 ++ values34_t0);
+                            hdr.data0.d68 = values34_o0;
+                            hdr.data0.d69 = values34_o1;
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            bit<32> values35_t0 = (values35_v[31:0] + hdr.data0.d70);
+                            bit<32> values35_t1 = (values35_v[63:32] + hdr.data0.d71);
+                            bit<32> values35_o0 = values35_t0;
+                            bit<32> values35_o1 = values35_t1;
+                            values35.write(meta.vidx, values35_t1 ++ values35_t0);
+                            hdr.data0.d70 = values35_o0;
+                            hdr.data0.d71 = values35_o1;
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            bit<32> values36_t0 = (values36_v[31:0] + hdr.data0.d72);
+                            bit<32> values36_t1 = (values36_v[63:32] + hdr.data0.d73);
+                            bit<32> values36_o0 = values36_t0;
+                            bit<32> values36_o1 = values36_t1;
+                            values36.write(meta.vidx, values36_t1 ++ values36_t0);
+                            hdr.data0.d72 = values36_o0;
+                            hdr.data0.d73 = values36_o1;
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            bit<32> values37_t0 = (values37_v[31:0] + hdr.data0.d74);
+                            bit<32> values37_t1 = (values37_v[63:32] + hdr.data0.d75);
+                            bit<32> values37_o0 = values37_t0;
+                            bit<32> values37_o1 = values37_t1;
+                            values37.write(meta.vidx, values37_t1 ++ values37_t0);
+                            hdr.data0.d74 = values37_o0;
+                            hdr.data0.d75 = values37_o1;
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            bit<32> values38_t0 = (values38_v[31:0] + hdr.data0.d76);
+                            bit<32> values38_t1 = (values38_v[63:32] + hdr.data0.d77);
+                            bit<32> values38_o0 = values38_t0;
+                            bit<32> values38_o1 = values38_t1;
+                            values38.write(meta.vidx, values38_t1 ++ values38_t0);
+                            hdr.data0.d76 = values38_o0;
+                            hdr.data0.d77 = values38_o1;
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            bit<32> values39_t0 = (values39_v[31:0] + hdr.data0.d78);
+                            bit<32> values39_t1 = (values39_v[63:32] + hdr.data0.d79);
+                            bit<32> values39_o0 = values39_t0;
+                            bit<32> values39_o1 = values39_t1;
+                            values39.write(meta.vidx, values39_t1 ++ values39_t0);
+                            hdr.data0.d78 = values39_o0;
+                            hdr.data0.d79 = values39_o1;
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            bit<32> values40_t0 = (values40_v[31:0] + hdr.data0.d80);
+                            bit<32> values40_t1 = (values40_v[63:32] + hdr.data0.d81);
+                            bit<32> values40_o0 = values40_t0;
+                            bit<32> values40_o1 = values40_t1;
+                            values40.write(meta.vidx, values40_t1 ++ values40_t0);
+                            hdr.data0.d80 = values40_o0;
+                            hdr.data0.d81 = values40_o1;
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            bit<32> values41_t0 = (values41_v[31:0] + hdr.data0.d82);
+                            bit<32> values41_t1 = (values41_v[63:32] + hdr.data0.d83);
+                            bit<32> values41_o0 = values41_t0;
+                            bit<32> values41_o1 = values41_t1;
+                            values41.write(meta.vidx, values41_t1 ++ values41_t0);
+                            hdr.data0.d82 = values41_o0;
+                            hdr.data0.d83 = values41_o1;
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            bit<32> values42_t0 = (values42_v[31:0] + hdr.data0.d84);
+                            bit<32> values42_t1 = (values42_v[63:32] + hdr.data0.d85);
+                            bit<32> values42_o0 = values42_t0;
+                            bit<32> values42_o1 = values42_t1;
+                            values42.write(meta.vidx, values42_t1 ++ values42_t0);
+                            hdr.data0.d84 = values42_o0;
+                            hdr.data0.d85 = values42_o1;
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            bit<32> values43_t0 = (values43_v[31:0] + hdr.data0.d86);
+                            bit<32> values43_t1 = (values43_v[63:32] + hdr.data0.d87);
+                            bit<32> values43_o0 = values43_t0;
+                            bit<32> values43_o1 = values43_t1;
+                            values43.write(meta.vidx, values43_t1 ++ values43_t0);
+                            hdr.data0.d86 = values43_o0;
+                            hdr.data0.d87 = values43_o1;
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            bit<32> values44_t0 = (values44_v[31:0] + hdr.data0.d88);
+                            bit<32> values44_t1 = (values44_v[63:32] + hdr.data0.d89);
+                            bit<32> values44_o0 = values44_t0;
+                            bit<32> values44_o1 = values44_t1;
+                            values44.write(meta.vidx, values44_t1 ++ values44_t0);
+                            hdr.data0.d88 = values44_o0;
+                            hdr.data0.d89 = values44_o1;
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            bit<32> values45_t0 = (values45_v[31:0] + hdr.data0.d90);
+                            bit<32> values45_t1 = (values45_v[63:32] + hdr.data0.d91);
+                            bit<32> values45_o0 = values45_t0;
+                            bit<32> values45_o1 = values45_t1;
+                            values45.write(meta.vidx, values45_t1 ++ values45_t0);
+                            hdr.data0.d90 = values45_o0;
+                            hdr.data0.d91 = values45_o1;
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            bit<32> values46_t0 = (values46_v[31:0] + hdr.data0.d92);
+                            bit<32> values46_t1 = (values46_v[63:32] + hdr.data0.d93);
+                            bit<32> values46_o0 = values46_t0;
+                            bit<32> values46_o1 = values46_t1;
+                            values46.write(meta.vidx, values46_t1 ++ values46_t0);
+                            hdr.data0.d92 = values46_o0;
+                            hdr.data0.d93 = values46_o1;
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            bit<32> values47_t0 = (values47_v[31:0] + hdr.data0.d94);
+                            bit<32> values47_t1 = (values47_v[63:32] + hdr.data0.d95);
+                            bit<32> values47_o0 = values47_t0;
+                            bit<32> values47_o1 = values47_t1;
+                            values47.write(meta.vidx, values47_t1 ++ values47_t0);
+                            hdr.data0.d94 = values47_o0;
+                            hdr.data0.d95 = values47_o1;
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            bit<32> values48_t0 = (values48_v[31:0] + hdr.data0.d96);
+                            bit<32> values48_t1 = (values48_v[63:32] + hdr.data0.d97);
+                            bit<32> values48_o0 = values48_t0;
+                            bit<32> values48_o1 = values48_t1;
+                            values48.write(meta.vidx, values48_t1 ++ values48_t0);
+                            hdr.data0.d96 = values48_o0;
+                            hdr.data0.d97 = values48_o1;
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            bit<32> values49_t0 = (values49_v[31:0] + hdr.data0.d98);
+                            bit<32> values49_t1 = (values49_v[63:32] + hdr.data0.d99);
+                            bit<32> values49_o0 = values49_t0;
+                            bit<32> values49_o1 = values49_t1;
+                            values49.write(meta.vidx, values49_t1 ++ values49_t0);
+                            hdr.data0.d98 = values49_o0;
+                            hdr.data0.d99 = values49_o1;
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            bit<32> values50_t0 = (values50_v[31:0] + hdr.data0.d100);
+                            bit<32> values50_t1 = (values50_v[63:32] + hdr.data0.d101);
+                            bit<32> values50_o0 = values50_t0;
+                            bit<32> values50_o1 = values50_t1;
+                            values50.write(meta.vidx, values50_t1 ++ values50_t0);
+                            hdr.data0.d100 = values50_o0;
+                            hdr.data0.d101 = values50_o1;
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            bit<32> values51_t0 = (values51_v[31:0] + hdr.data0.d102);
+                            bit<32> values51_t1 = (values51_v[63:32] + hdr.data0.d103);
+                            bit<32> values51_o0 = values51_t0;
+                            bit<32> values51_o1 = values51_t1;
+                            values51.write(meta.vidx, values51_t1 ++ values51_t0);
+                            hdr.data0.d102 = values51_o0;
+                            hdr.data0.d103 = values51_o1;
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            bit<32> values52_t0 = (values52_v[31:0] + hdr.data0.d104);
+                            bit<32> values52_t1 = (values52_v[63:32] + hdr.data0.d105);
+                            bit<32> values52_o0 = values52_t0;
+                            bit<32> values52_o1 = values52_t1;
+                            values52.write(meta.vidx, values52_t1 ++ values52_t0);
+                            hdr.data0.d104 = values52_o0;
+                            hdr.data0.d105 = values52_o1;
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            bit<32> values53_t0 = (values53_v[31:0] + hdr.data0.d106);
+                            bit<32> values53_t1 = (values53_v[63:32] + hdr.data0.d107);
+                            bit<32> values53_o0 = values53_t0;
+                            bit<32> values53_o1 = values53_t1;
+                            values53.write(meta.vidx, values53_t1 ++ values53_t0);
+                            hdr.data0.d106 = values53_o0;
+                            hdr.data0.d107 = values53_o1;
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            bit<32> values54_t0 = (values54_v[31:0] + hdr.data0.d108);
+                            bit<32> values54_t1 = (values54_v[63:32] + hdr.data0.d109);
+                            bit<32> values54_o0 = values54_t0;
+                            bit<32> values54_o1 = values54_t1;
+                            values54.write(meta.vidx, values54_t1 ++ values54_t0);
+                            hdr.data0.d108 = values54_o0;
+                            hdr.data0.d109 = values54_o1;
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            bit<32> values55_t0 = (values55_v[31:0] + hdr.data0.d110);
+                            bit<32> values55_t1 = (values55_v[63:32] + hdr.data0.d111);
+                            bit<32> values55_o0 = values55_t0;
+                            bit<32> values55_o1 = values55_t1;
+                            values55.write(meta.vidx, values55_t1 ++ values55_t0);
+                            hdr.data0.d110 = values55_o0;
+                            hdr.data0.d111 = values55_o1;
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            bit<32> values56_t0 = (values56_v[31:0] + hdr.data0.d112);
+                            bit<32> values56_t1 = (values56_v[63:32] + hdr.data0.d113);
+                            bit<32> values56_o0 = values56_t0;
+                            bit<32> values56_o1 = values56_t1;
+                            values56.write(meta.vidx, values56_t1 ++ values56_t0);
+                            hdr.data0.d112 = values56_o0;
+                            hdr.data0.d113 = values56_o1;
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            bit<32> values57_t0 = (values57_v[31:0] + hdr.data0.d114);
+                            bit<32> values57_t1 = (values57_v[63:32] + hdr.data0.d115);
+                            bit<32> values57_o0 = values57_t0;
+                            bit<32> values57_o1 = values57_t1;
+                            values57.write(meta.vidx, values57_t1 ++ values57_t0);
+                            hdr.data0.d114 = values57_o0;
+                            hdr.data0.d115 = values57_o1;
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            bit<32> values58_t0 = (values58_v[31:0] + hdr.data0.d116);
+                            bit<32> values58_t1 = (values58_v[63:32] + hdr.data0.d117);
+                            bit<32> values58_o0 = values58_t0;
+                            bit<32> values58_o1 = values58_t1;
+                            values58.write(meta.vidx, values58_t1 ++ values58_t0);
+                            hdr.data0.d116 = values58_o0;
+                            hdr.data0.d117 = values58_o1;
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            bit<32> values59_t0 = (values59_v[31:0] + hdr.data0.d118);
+                            bit<32> values59_t1 = (values59_v[63:32] + hdr.data0.d119);
+                            bit<32> values59_o0 = values59_t0;
+                            bit<32> values59_o1 = values59_t1;
+                            values59.write(meta.vidx, values59_t1 ++ values59_t0);
+                            hdr.data0.d118 = values59_o0;
+                            hdr.data0.d119 = values59_o1;
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            bit<32> values60_t0 = (values60_v[31:0] + hdr.data0.d120);
+                            bit<32> values60_t1 = (values60_v[63:32] + hdr.data0.d121);
+                            bit<32> values60_o0 = values60_t0;
+                            bit<32> values60_o1 = values60_t1;
+                            values60.write(meta.vidx, values60_t1 ++ values60_t0);
+                            hdr.data0.d120 = values60_o0;
+                            hdr.data0.d121 = values60_o1;
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            bit<32> values61_t0 = (values61_v[31:0] + hdr.data0.d122);
+                            bit<32> values61_t1 = (values61_v[63:32] + hdr.data0.d123);
+                            bit<32> values61_o0 = values61_t0;
+                            bit<32> values61_o1 = values61_t1;
+                            values61.write(meta.vidx, values61_t1 ++ values61_t0);
+                            hdr.data0.d122 = values61_o0;
+                            hdr.data0.d123 = values61_o1;
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            bit<32> values62_t0 = (values62_v[31:0] + hdr.data0.d124);
+                            bit<32> values62_t1 = (values62_v[63:32] + hdr.data0.d125);
+                            bit<32> values62_o0 = values62_t0;
+                            bit<32> values62_o1 = values62_t1;
+                            values62.write(meta.vidx, values62_t1 ++ values62_t0);
+                            hdr.data0.d124 = values62_o0;
+                            hdr.data0.d125 = values62_o1;
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            bit<32> values63_t0 = (values63_v[31:0] + hdr.data0.d126);
+                            bit<32> values63_t1 = (values63_v[63:32] + hdr.data0.d127);
+                            bit<32> values63_o0 = values63_t0;
+                            bit<32> values63_o1 = values63_t1;
+                            values63.write(meta.vidx, values63_t1 ++ values63_t0);
+                            hdr.data0.d126 = values63_o0;
+                            hdr.data0.d127 = values63_o1;
+                            bit<64> values64_v;
+                            values64.read(values64_v, meta.vidx);
+                            bit<32> values64_t0 = (values64_v[31:0] + hdr.data0.d128);
+                            bit<32> values64_t1 = (values64_v[63:32] + hdr.data0.d129);
+                            bit<32> values64_o0 = values64_t0;
+                            bit<32> values64_o1 = values64_t1;
+                            values64.write(meta.vidx, values64_t1 ++ values64_t0);
+                            hdr.data0.d128 = values64_o0;
+                            hdr.data0.d129 = values64_o1;
+                            bit<64> values65_v;
+                            values65.read(values65_v, meta.vidx);
+                            bit<32> values65_t0 = (values65_v[31:0] + hdr.data0.d130);
+                            bit<32> values65_t1 = (values65_v[63:32] + hdr.data0.d131);
+                            bit<32> values65_o0 = values65_t0;
+                            bit<32> values65_o1 = values65_t1;
+                            values65.write(meta.vidx, values65_t1 ++ values65_t0);
+                            hdr.data0.d130 = values65_o0;
+                            hdr.data0.d131 = values65_o1;
+                            bit<64> values66_v;
+                            values66.read(values66_v, meta.vidx);
+                            bit<32> values66_t0 = (values66_v[31:0] + hdr.data0.d132);
+                            bit<32> values66_t1 = (values66_v[63:32] + hdr.data0.d133);
+                            bit<32> values66_o0 = values66_t0;
+                            bit<32> values66_o1 = values66_t1;
+                            values66.write(meta.vidx, values66_t1 ++ values66_t0);
+                            hdr.data0.d132 = values66_o0;
+                            hdr.data0.d133 = values66_o1;
+                            bit<64> values67_v;
+                            values67.read(values67_v, meta.vidx);
+                            bit<32> values67_t0 = (values67_v[31:0] + hdr.data0.d134);
+                            bit<32> values67_t1 = (values67_v[63:32] + hdr.data0.d135);
+                            bit<32> values67_o0 = values67_t0;
+                            bit<32> values67_o1 = values67_t1;
+                            values67.write(meta.vidx, values67_t1 ++ values67_t0);
+                            hdr.data0.d134 = values67_o0;
+                            hdr.data0.d135 = values67_o1;
+                            bit<64> values68_v;
+                            values68.read(values68_v, meta.vidx);
+                            bit<32> values68_t0 = (values68_v[31:0] + hdr.data0.d136);
+                            bit<32> values68_t1 = (values68_v[63:32] + hdr.data0.d137);
+                            bit<32> values68_o0 = values68_t0;
+                            bit<32> values68_o1 = values68_t1;
+                            values68.write(meta.vidx, values68_t1 ++ values68_t0);
+                            hdr.data0.d136 = values68_o0;
+                            hdr.data0.d137 = values68_o1;
+                            bit<64> values69_v;
+                            values69.read(values69_v, meta.vidx);
+                            bit<32> values69_t0 = (values69_v[31:0] + hdr.data0.d138);
+                            bit<32> values69_t1 = (values69_v[63:32] + hdr.data0.d139);
+                            bit<32> values69_o0 = values69_t0;
+                            bit<32> values69_o1 = values69_t1;
+                            values69.write(meta.vidx, values69_t1 ++ values69_t0);
+                            hdr.data0.d138 = values69_o0;
+                            hdr.data0.d139 = values69_o1;
+                            bit<64> values70_v;
+                            values70.read(values70_v, meta.vidx);
+                            bit<32> values70_t0 = (values70_v[31:0] + hdr.data0.d140);
+                            bit<32> values70_t1 = (values70_v[63:32] + hdr.data0.d141);
+                            bit<32> values70_o0 = values70_t0;
+                            bit<32> values70_o1 = values70_t1;
+                            values70.write(meta.vidx, values70_t1 ++ values70_t0);
+                            hdr.data0.d140 = values70_o0;
+                            hdr.data0.d141 = values70_o1;
+                            bit<64> values71_v;
+                            values71.read(values71_v, meta.vidx);
+                            bit<32> values71_t0 = (values71_v[31:0] + hdr.data0.d142);
+                            bit<32> values71_t1 = (values71_v[63:32] + hdr.data0.d143);
+                            bit<32> values71_o0 = values71_t0;
+                            bit<32> values71_o1 = values71_t1;
+                            values71.write(meta.vidx, values71_t1 ++ values71_t0);
+                            hdr.data0.d142 = values71_o0;
+                            hdr.data0.d143 = values71_o1;
+                            bit<64> values72_v;
+                            values72.read(values72_v, meta.vidx);
+                            bit<32> values72_t0 = (values72_v[31:0] + hdr.data0.d144);
+                            bit<32> values72_t1 = (values72_v[63:32] + hdr.data0.d145);
+                            bit<32> values72_o0 = values72_t0;
+                            bit<32> values72_o1 = values72_t1;
+                            values72.write(meta.vidx, values72_t1 ++ values72_t0);
+                            hdr.data0.d144 = values72_o0;
+                            hdr.data0.d145 = values72_o1;
+                            bit<64> values73_v;
+                            values73.read(values73_v, meta.vidx);
+                            bit<32> values73_t0 = (values73_v[31:0] + hdr.data0.d146);
+                            bit<32> values73_t1 = (values73_v[63:32] + hdr.data0.d147);
+                            bit<32> values73_o0 = values73_t0;
+                            bit<32> values73_o1 = values73_t1;
+                            values73.write(meta.vidx, values73_t1 ++ values73_t0);
+                            hdr.data0.d146 = values73_o0;
+                            hdr.data0.d147 = values73_o1;
+                            bit<64> values74_v;
+                            values74.read(values74_v, meta.vidx);
+                            bit<32> values74_t0 = (values74_v[31:0] + hdr.data0.d148);
+                            bit<32> values74_t1 = (values74_v[63:32] + hdr.data0.d149);
+                            bit<32> values74_o0 = values74_t0;
+                            bit<32> values74_o1 = values74_t1;
+                            values74.write(meta.vidx, values74_t1 ++ values74_t0);
+                            hdr.data0.d148 = values74_o0;
+                            hdr.data0.d149 = values74_o1;
+                            bit<64> values75_v;
+                            values75.read(values75_v, meta.vidx);
+                            bit<32> values75_t0 = (values75_v[31:0] + hdr.data0.d150);
+                            bit<32> values75_t1 = (values75_v[63:32] + hdr.data0.d151);
+                            bit<32> values75_o0 = values75_t0;
+                            bit<32> values75_o1 = values75_t1;
+                            values75.write(meta.vidx, values75_t1 ++ values75_t0);
+                            hdr.data0.d150 = values75_o0;
+                            hdr.data0.d151 = values75_o1;
+                            bit<64> values76_v;
+                            values76.read(values76_v, meta.vidx);
+                            bit<32> values76_t0 = (values76_v[31:0] + hdr.data0.d152);
+                            bit<32> values76_t1 = (values76_v[63:32] + hdr.data0.d153);
+                            bit<32> values76_o0 = values76_t0;
+                            bit<32> values76_o1 = values76_t1;
+                            values76.write(meta.vidx, values76_t1 ++ values76_t0);
+                            hdr.data0.d152 = values76_o0;
+                            hdr.data0.d153 = values76_o1;
+                            bit<64> values77_v;
+                            values77.read(values77_v, meta.vidx);
+                            bit<32> values77_t0 = (values77_v[31:0] + hdr.data0.d154);
+                            bit<32> values77_t1 = (values77_v[63:32] + hdr.data0.d155);
+                            bit<32> values77_o0 = values77_t0;
+                            bit<32> values77_o1 = values77_t1;
+                            values77.write(meta.vidx, values77_t1 ++ values77_t0);
+                            hdr.data0.d154 = values77_o0;
+                            hdr.data0.d155 = values77_o1;
+                            bit<64> values78_v;
+                            values78.read(values78_v, meta.vidx);
+                            bit<32> values78_t0 = (values78_v[31:0] + hdr.data0.d156);
+                            bit<32> values78_t1 = (values78_v[63:32] + hdr.data0.d157);
+                            bit<32> values78_o0 = values78_t0;
+                            bit<32> values78_o1 = values78_t1;
+                            values78.write(meta.vidx, values78_t1 ++ values78_t0);
+                            hdr.data0.d156 = values78_o0;
+                            hdr.data0.d157 = values78_o1;
+                            bit<64> values79_v;
+                            values79.read(values79_v, meta.vidx);
+                            bit<32> values79_t0 = (values79_v[31:0] + hdr.data0.d158);
+                            bit<32> values79_t1 = (values79_v[63:32] + hdr.data0.d159);
+                            bit<32> values79_o0 = values79_t0;
+                            bit<32> values79_o1 = values79_t1;
+                            values79.write(meta.vidx, values79_t1 ++ values79_t0);
+                            hdr.data0.d158 = values79_o0;
+                            hdr.data0.d159 = values79_o1;
+                            bit<64> values80_v;
+                            values80.read(values80_v, meta.vidx);
+                            bit<32> values80_t0 = (values80_v[31:0] + hdr.data0.d160);
+                            bit<32> values80_t1 = (values80_v[63:32] + hdr.data0.d161);
+                            bit<32> values80_o0 = values80_t0;
+                            bit<32> values80_o1 = values80_t1;
+                            values80.write(meta.vidx, values80_t1 ++ values80_t0);
+                            hdr.data0.d160 = values80_o0;
+                            hdr.data0.d161 = values80_o1;
+                            bit<64> values81_v;
+                            values81.read(values81_v, meta.vidx);
+                            bit<32> values81_t0 = (values81_v[31:0] + hdr.data0.d162);
+                            bit<32> values81_t1 = (values81_v[63:32] + hdr.data0.d163);
+                            bit<32> values81_o0 = values81_t0;
+                            bit<32> values81_o1 = values81_t1;
+                            values81.write(meta.vidx, values81_t1 ++ values81_t0);
+                            hdr.data0.d162 = values81_o0;
+                            hdr.data0.d163 = values81_o1;
+                            bit<64> values82_v;
+                            values82.read(values82_v, meta.vidx);
+                            bit<32> values82_t0 = (values82_v[31:0] + hdr.data0.d164);
+                            bit<32> values82_t1 = (values82_v[63:32] + hdr.data0.d165);
+                            bit<32> values82_o0 = values82_t0;
+                            bit<32> values82_o1 = values82_t1;
+                            values82.write(meta.vidx, values82_t1 ++ values82_t0);
+                            hdr.data0.d164 = values82_o0;
+                            hdr.data0.d165 = values82_o1;
+                            bit<64> values83_v;
+                            values83.read(values83_v, meta.vidx);
+                            bit<32> values83_t0 = (values83_v[31:0] + hdr.data0.d166);
+                            bit<32> values83_t1 = (values83_v[63:32] + hdr.data0.d167);
+                            bit<32> values83_o0 = values83_t0;
+                            bit<32> values83_o1 = values83_t1;
+                            values83.write(meta.vidx, values83_t1 ++ values83_t0);
+                            hdr.data0.d166 = values83_o0;
+                            hdr.data0.d167 = values83_o1;
+                            bit<64> values84_v;
+                            values84.read(values84_v, meta.vidx);
+                            bit<32> values84_t0 = (values84_v[31:0] + hdr.data0.d168);
+                            bit<32> values84_t1 = (values84_v[63:32] + hdr.data0.d169);
+                            bit<32> values84_o0 = values84_t0;
+                            bit<32> values84_o1 = values84_t1;
+                            values84.write(meta.vidx, values84_t1 ++ values84_t0);
+                            hdr.data0.d168 = values84_o0;
+                            hdr.data0.d169 = values84_o1;
+                            bit<64> values85_v;
+                            values85.read(values85_v, meta.vidx);
+                            bit<32> values85_t0 = (values85_v[31:0] + hdr.data0.d170);
+                            bit<32> values85_t1 = (values85_v[63:32] + hdr.data0.d171);
+                            bit<32> values85_o0 = values85_t0;
+                            bit<32> values85_o1 = values85_t1;
+                            values85.write(meta.vidx, values85_t1 ++ values85_t0);
+                            hdr.data0.d170 = values85_o0;
+                            hdr.data0.d171 = values85_o1;
+                            bit<64> values86_v;
+                            values86.read(values86_v, meta.vidx);
+                            bit<32> values86_t0 = (values86_v[31:0] + hdr.data0.d172);
+                            bit<32> values86_t1 = (values86_v[63:32] + hdr.data0.d173);
+                            bit<32> values86_o0 = values86_t0;
+                            bit<32> values86_o1 = values86_t1;
+                            values86.write(meta.vidx, values86_t1 ++ values86_t0);
+                            hdr.data0.d172 = values86_o0;
+                            hdr.data0.d173 = values86_o1;
+                            bit<64> values87_v;
+                            values87.read(values87_v, meta.vidx);
+                            bit<32> values87_t0 = (values87_v[31:0] + hdr.data0.d174);
+                            bit<32> values87_t1 = (values87_v[63:32] + hdr.data0.d175);
+                            bit<32> values87_o0 = values87_t0;
+                            bit<32> values87_o1 = values87_t1;
+                            values87.write(meta.vidx, values87_t1 ++ values87_t0);
+                            hdr.data0.d174 = values87_o0;
+                            hdr.data0.d175 = values87_o1;
+                            bit<64> values88_v;
+                            values88.read(values88_v, meta.vidx);
+                            bit<32> values88_t0 = (values88_v[31:0] + hdr.data0.d176);
+                            bit<32> values88_t1 = (values88_v[63:32] + hdr.data0.d177);
+                            bit<32> values88_o0 = values88_t0;
+                            bit<32> values88_o1 = values88_t1;
+                            values88.write(meta.vidx, values88_t1 ++ values88_t0);
+                            hdr.data0.d176 = values88_o0;
+                            hdr.data0.d177 = values88_o1;
+                            bit<64> values89_v;
+                            values89.read(values89_v, meta.vidx);
+                            bit<32> values89_t0 = (values89_v[31:0] + hdr.data0.d178);
+                            bit<32> values89_t1 = (values89_v[63:32] + hdr.data0.d179);
+                            bit<32> values89_o0 = values89_t0;
+                            bit<32> values89_o1 = values89_t1;
+                            values89.write(meta.vidx, values89_t1 ++ values89_t0);
+                            hdr.data0.d178 = values89_o0;
+                            hdr.data0.d179 = values89_o1;
+                            bit<64> values90_v;
+                            values90.read(values90_v, meta.vidx);
+                            bit<32> values90_t0 = (values90_v[31:0] + hdr.data0.d180);
+                            bit<32> values90_t1 = (values90_v[63:32] + hdr.data0.d181);
+                            bit<32> values90_o0 = values90_t0;
+                            bit<32> values90_o1 = values90_t1;
+                            values90.write(meta.vidx, values90_t1 ++ values90_t0);
+                            hdr.data0.d180 = values90_o0;
+                            hdr.data0.d181 = values90_o1;
+                            bit<64> values91_v;
+                            values91.read(values91_v, meta.vidx);
+                            bit<32> values91_t0 = (values91_v[31:0] + hdr.data0.d182);
+                            bit<32> values91_t1 = (values91_v[63:32] + hdr.data0.d183);
+                            bit<32> values91_o0 = values91_t0;
+                            bit<32> values91_o1 = values91_t1;
+                            values91.write(meta.vidx, values91_t1 ++ values91_t0);
+                            hdr.data0.d182 = values91_o0;
+                            hdr.data0.d183 = values91_o1;
+                            bit<64> values92_v;
+                            values92.read(values92_v, meta.vidx);
+                            bit<32> values92_t0 = (values92_v[31:0] + hdr.data0.d184);
+                            bit<32> values92_t1 = (values92_v[63:32] + hdr.data0.d185);
+                            bit<32> values92_o0 = values92_t0;
+                            bit<32> values92_o1 = values92_t1;
+                            values92.write(meta.vidx, values92_t1 ++ values92_t0);
+                            hdr.data0.d184 = values92_o0;
+                            hdr.data0.d185 = values92_o1;
+                            bit<64> values93_v;
+                            values93.read(values93_v, meta.vidx);
+                            bit<32> values93_t0 = (values93_v[31:0] + hdr.data0.d186);
+                            bit<32> values93_t1 = (values93_v[63:32] + hdr.data0.d187);
+                            bit<32> values93_o0 = values93_t0;
+                            bit<32> values93_o1 = values93_t1;
+                            values93.write(meta.vidx, values93_t1 ++ values93_t0);
+                            hdr.data0.d186 = values93_o0;
+                            hdr.data0.d187 = values93_o1;
+                            bit<64> values94_v;
+                            values94.read(values94_v, meta.vidx);
+                            bit<32> values94_t0 = (values94_v[31:0] + hdr.data0.d188);
+                            bit<32> values94_t1 = (values94_v[63:32] + hdr.data0.d189);
+                            bit<32> values94_o0 = values94_t0;
+                            bit<32> values94_o1 = values94_t1;
+                            values94.write(meta.vidx, values94_t1 ++ values94_t0);
+                            hdr.data0.d188 = values94_o0;
+                            hdr.data0.d189 = values94_o1;
+                            bit<64> values95_v;
+                            values95.read(values95_v, meta.vidx);
+                            bit<32> values95_t0 = (values95_v[31:0] + hdr.data0.d190);
+                            bit<32> values95_t1 = (values95_v[63:32] + hdr.data0.d191);
+                            bit<32> values95_o0 = values95_t0;
+                            bit<32> values95_o1 = values95_t1;
+                            values95.write(meta.vidx, values95_t1 ++ values95_t0);
+                            hdr.data0.d190 = values95_o0;
+                            hdr.data0.d191 = values95_o1;
+                            bit<64> values96_v;
+                            values96.read(values96_v, meta.vidx);
+                            bit<32> values96_t0 = (values96_v[31:0] + hdr.data0.d192);
+                            bit<32> values96_t1 = (values96_v[63:32] + hdr.data0.d193);
+                            bit<32> values96_o0 = values96_t0;
+                            bit<32> values96_o1 = values96_t1;
+                            values96.write(meta.vidx, values96_t1 ++ values96_t0);
+                            hdr.data0.d192 = values96_o0;
+                            hdr.data0.d193 = values96_o1;
+                            bit<64> values97_v;
+                            values97.read(values97_v, meta.vidx);
+                            bit<32> values97_t0 = (values97_v[31:0] + hdr.data0.d194);
+                            bit<32> values97_t1 = (values97_v[63:32] + hdr.data0.d195);
+                            bit<32> values97_o0 = values97_t0;
+                            bit<32> values97_o1 = values97_t1;
+                            values97.write(meta.vidx, values97_t1 ++ values97_t0);
+                            hdr.data0.d194 = values97_o0;
+                            hdr.data0.d195 = values97_o1;
+                            bit<64> values98_v;
+                            values98.read(values98_v, meta.vidx);
+                            bit<32> values98_t0 = (values98_v[31:0] + hdr.data0.d196);
+                            bit<32> values98_t1 = (values98_v[63:32] + hdr.data0.d197);
+                            bit<32> values98_o0 = values98_t0;
+                            bit<32> values98_o1 = values98_t1;
+                            values98.write(meta.vidx, values98_t1 ++ values98_t0);
+                            hdr.data0.d196 = values98_o0;
+                            hdr.data0.d197 = values98_o1;
+                            bit<64> values99_v;
+                            values99.read(values99_v, meta.vidx);
+                            bit<32> values99_t0 = (values99_v[31:0] + hdr.data0.d198);
+                            bit<32> values99_t1 = (values99_v[63:32] + hdr.data0.d199);
+                            bit<32> values99_o0 = values99_t0;
+                            bit<32> values99_o1 = values99_t1;
+                            values99.write(meta.vidx, values99_t1 ++ values99_t0);
+                            hdr.data0.d198 = values99_o0;
+                            hdr.data0.d199 = values99_o1;
+                            bit<64> values100_v;
+                            values100.read(values100_v, meta.vidx);
+                            bit<32> values100_t0 = (values100_v[31:0] + hdr.data0.d200);
+                            bit<32> values100_t1 = (values100_v[63:32] + hdr.data0.d201);
+                            bit<32> values100_o0 = values100_t0;
+                            bit<32> values100_o1 = values100_t1;
+                            values100.write(meta.vidx, values100_t1 ++ values100_t0);
+                            hdr.data0.d200 = values100_o0;
+                            hdr.data0.d201 = values100_o1;
+                            bit<64> values101_v;
+                            values101.read(values101_v, meta.vidx);
+                            bit<32> values101_t0 = (values101_v[31:0] + hdr.data0.d202);
+                            bit<32> values101_t1 = (values101_v[63:32] + hdr.data0.d203);
+                            bit<32> values101_o0 = values101_t0;
+                            bit<32> values101_o1 = values101_t1;
+                            values101.write(meta.vidx, values101_t1 ++ values101_t0);
+                            hdr.data0.d202 = values101_o0;
+                            hdr.data0.d203 = values101_o1;
+                            bit<64> values102_v;
+                            values102.read(values102_v, meta.vidx);
+                            bit<32> values102_t0 = (values102_v[31:0] + hdr.data0.d204);
+                            bit<32> values102_t1 = (values102_v[63:32] + hdr.data0.d205);
+                            bit<32> values102_o0 = values102_t0;
+                            bit<32> values102_o1 = values102_t1;
+                            values102.write(meta.vidx, values102_t1 ++ values102_t0);
+                            hdr.data0.d204 = values102_o0;
+                            hdr.data0.d205 = values102_o1;
+                            bit<64> values103_v;
+                            values103.read(values103_v, meta.vidx);
+                            bit<32> values103_t0 = (values103_v[31:0] + hdr.data0.d206);
+                            bit<32> values103_t1 = (values103_v[63:32] + hdr.data0.d207);
+                            bit<32> values103_o0 = values103_t0;
+                            bit<32> values103_o1 = values103_t1;
+                            values103.write(meta.vidx, values103_t1 ++ values103_t0);
+                            hdr.data0.d206 = values103_o0;
+                            hdr.data0.d207 = values103_o1;
+                            bit<64> values104_v;
+                            values104.read(values104_v, meta.vidx);
+                            bit<32> values104_t0 = (values104_v[31:0] + hdr.data0.d208);
+                            bit<32> values104_t1 = (values104_v[63:32] + hdr.data0.d209);
+                            bit<32> values104_o0 = values104_t0;
+                            bit<32> values104_o1 = values104_t1;
+                            values104.write(meta.vidx, values104_t1 ++ values104_t0);
+                            hdr.data0.d208 = values104_o0;
+                            hdr.data0.d209 = values104_o1;
+                            bit<64> values105_v;
+                            values105.read(values105_v, meta.vidx);
+                            bit<32> values105_t0 = (values105_v[31:0] + hdr.data0.d210);
+                            bit<32> values105_t1 = (values105_v[63:32] + hdr.data0.d211);
+                            bit<32> values105_o0 = values105_t0;
+                            bit<32> values105_o1 = values105_t1;
+                            values105.write(meta.vidx, values105_t1 ++ values105_t0);
+                            hdr.data0.d210 = values105_o0;
+                            hdr.data0.d211 = values105_o1;
+                            bit<64> values106_v;
+                            values106.read(values106_v, meta.vidx);
+                            bit<32> values106_t0 = (values106_v[31:0] + hdr.data0.d212);
+                            bit<32> values106_t1 = (values106_v[63:32] + hdr.data0.d213);
+                            bit<32> values106_o0 = values106_t0;
+                            bit<32> values106_o1 = values106_t1;
+                            values106.write(meta.vidx, values106_t1 ++ values106_t0);
+                            hdr.data0.d212 = values106_o0;
+                            hdr.data0.d213 = values106_o1;
+                            bit<64> values107_v;
+                            values107.read(values107_v, meta.vidx);
+                            bit<32> values107_t0 = (values107_v[31:0] + hdr.data0.d214);
+                            bit<32> values107_t1 = (values107_v[63:32] + hdr.data0.d215);
+                            bit<32> values107_o0 = values107_t0;
+                            bit<32> values107_o1 = values107_t1;
+                            values107.write(meta.vidx, values107_t1 ++ values107_t0);
+                            hdr.data0.d214 = values107_o0;
+                            hdr.data0.d215 = values107_o1;
+                            bit<64> values108_v;
+                            values108.read(values108_v, meta.vidx);
+                            bit<32> values108_t0 = (values108_v[31:0] + hdr.data0.d216);
+                            bit<32> values108_t1 = (values108_v[63:32] + hdr.data0.d217);
+                            bit<32> values108_o0 = values108_t0;
+                            bit<32> values108_o1 = values108_t1;
+                            values108.write(meta.vidx, values108_t1 ++ values108_t0);
+                            hdr.data0.d216 = values108_o0;
+                            hdr.data0.d217 = values108_o1;
+                            bit<64> values109_v;
+                            values109.read(values109_v, meta.vidx);
+                            bit<32> values109_t0 = (values109_v[31:0] + hdr.data0.d218);
+                            bit<32> values109_t1 = (values109_v[63:32] + hdr.data0.d219);
+                            bit<32> values109_o0 = values109_t0;
+                            bit<32> values109_o1 = values109_t1;
+                            values109.write(meta.vidx, values109_t1 ++ values109_t0);
+                            hdr.data0.d218 = values109_o0;
+                            hdr.data0.d219 = values109_o1;
+                            bit<64> values110_v;
+                            values110.read(values110_v, meta.vidx);
+                            bit<32> values110_t0 = (values110_v[31:0] + hdr.data0.d220);
+                            bit<32> values110_t1 = (values110_v[63:32] + hdr.data0.d221);
+                            bit<32> values110_o0 = values110_t0;
+                            bit<32> values110_o1 = values110_t1;
+                            values110.write(meta.vidx, values110_t1 ++ values110_t0);
+                            hdr.data0.d220 = values110_o0;
+                            hdr.data0.d221 = values110_o1;
+                            bit<64> values111_v;
+                            values111.read(values111_v, meta.vidx);
+                            bit<32> values111_t0 = (values111_v[31:0] + hdr.data0.d222);
+                            bit<32> values111_t1 = (values111_v[63:32] + hdr.data0.d223);
+                            bit<32> values111_o0 = values111_t0;
+                            bit<32> values111_o1 = values111_t1;
+                            values111.write(meta.vidx, values111_t1 ++ values111_t0);
+                            hdr.data0.d222 = values111_o0;
+                            hdr.data0.d223 = values111_o1;
+                            bit<64> values112_v;
+                            values112.read(values112_v, meta.vidx);
+                            bit<32> values112_t0 = (values112_v[31:0] + hdr.data0.d224);
+                            bit<32> values112_t1 = (values112_v[63:32] + hdr.data0.d225);
+                            bit<32> values112_o0 = values112_t0;
+                            bit<32> values112_o1 = values112_t1;
+                            values112.write(meta.vidx, values112_t1 ++ values112_t0);
+                            hdr.data0.d224 = values112_o0;
+                            hdr.data0.d225 = values112_o1;
+                            bit<64> values113_v;
+                            values113.read(values113_v, meta.vidx);
+                            bit<32> values113_t0 = (values113_v[31:0] + hdr.data0.d226);
+                            bit<32> values113_t1 = (values113_v[63:32] + hdr.data0.d227);
+                            bit<32> values113_o0 = values113_t0;
+                            bit<32> values113_o1 = values113_t1;
+                            values113.write(meta.vidx, values113_t1 ++ values113_t0);
+                            hdr.data0.d226 = values113_o0;
+                            hdr.data0.d227 = values113_o1;
+                            bit<64> values114_v;
+                            values114.read(values114_v, meta.vidx);
+                            bit<32> values114_t0 = (values114_v[31:0] + hdr.data0.d228);
+                            bit<32> values114_t1 = (values114_v[63:32] + hdr.data0.d229);
+                            bit<32> values114_o0 = values114_t0;
+                            bit<32> values114_o1 = values114_t1;
+                            values114.write(meta.vidx, values114_t1 ++ values114_t0);
+                            hdr.data0.d228 = values114_o0;
+                            hdr.data0.d229 = values114_o1;
+                            bit<64> values115_v;
+                            values115.read(values115_v, meta.vidx);
+                            bit<32> values115_t0 = (values115_v[31:0] + hdr.data0.d230);
+                            bit<32> values115_t1 = (values115_v[63:32] + hdr.data0.d231);
+                            bit<32> values115_o0 = values115_t0;
+                            bit<32> values115_o1 = values115_t1;
+                            values115.write(meta.vidx, values115_t1 ++ values115_t0);
+                            hdr.data0.d230 = values115_o0;
+                            hdr.data0.d231 = values115_o1;
+                            bit<64> values116_v;
+                            values116.read(values116_v, meta.vidx);
+                            bit<32> values116_t0 = (values116_v[31:0] + hdr.data0.d232);
+                            bit<32> values116_t1 = (values116_v[63:32] + hdr.data0.d233);
+                            bit<32> values116_o0 = values116_t0;
+                            bit<32> values116_o1 = values116_t1;
+                            values116.write(meta.vidx, values116_t1 ++ values116_t0);
+                            hdr.data0.d232 = values116_o0;
+                            hdr.data0.d233 = values116_o1;
+                            bit<64> values117_v;
+                            values117.read(values117_v, meta.vidx);
+                            bit<32> values117_t0 = (values117_v[31:0] + hdr.data0.d234);
+                            bit<32> values117_t1 = (values117_v[63:32] + hdr.data0.d235);
+                            bit<32> values117_o0 = values117_t0;
+                            bit<32> values117_o1 = values117_t1;
+                            values117.write(meta.vidx, values117_t1 ++ values117_t0);
+                            hdr.data0.d234 = values117_o0;
+                            hdr.data0.d235 = values117_o1;
+                            bit<64> values118_v;
+                            values118.read(values118_v, meta.vidx);
+                            bit<32> values118_t0 = (values118_v[31:0] + hdr.data0.d236);
+                            bit<32> values118_t1 = (values118_v[63:32] + hdr.data0.d237);
+                            bit<32> values118_o0 = values118_t0;
+                            bit<32> values118_o1 = values118_t1;
+                            values118.write(meta.vidx, values118_t1 ++ values118_t0);
+                            hdr.data0.d236 = values118_o0;
+                            hdr.data0.d237 = values118_o1;
+                            bit<64> values119_v;
+                            values119.read(values119_v, meta.vidx);
+                            bit<32> values119_t0 = (values119_v[31:0] + hdr.data0.d238);
+                            bit<32> values119_t1 = (values119_v[63:32] + hdr.data0.d239);
+                            bit<32> values119_o0 = values119_t0;
+                            bit<32> values119_o1 = values119_t1;
+                            values119.write(meta.vidx, values119_t1 ++ values119_t0);
+                            hdr.data0.d238 = values119_o0;
+                            hdr.data0.d239 = values119_o1;
+                            bit<64> values120_v;
+                            values120.read(values120_v, meta.vidx);
+                            bit<32> values120_t0 = (values120_v[31:0] + hdr.data0.d240);
+                            bit<32> values120_t1 = (values120_v[63:32] + hdr.data0.d241);
+                            bit<32> values120_o0 = values120_t0;
+                            bit<32> values120_o1 = values120_t1;
+                            values120.write(meta.vidx, values120_t1 ++ values120_t0);
+                            hdr.data0.d240 = values120_o0;
+                            hdr.data0.d241 = values120_o1;
+                            bit<64> values121_v;
+                            values121.read(values121_v, meta.vidx);
+                            bit<32> values121_t0 = (values121_v[31:0] + hdr.data0.d242);
+                            bit<32> values121_t1 = (values121_v[63:32] + hdr.data0.d243);
+                            bit<32> values121_o0 = values121_t0;
+                            bit<32> values121_o1 = values121_t1;
+                            values121.write(meta.vidx, values121_t1 ++ values121_t0);
+                            hdr.data0.d242 = values121_o0;
+                            hdr.data0.d243 = values121_o1;
+                            bit<64> values122_v;
+                            values122.read(values122_v, meta.vidx);
+                            bit<32> values122_t0 = (values122_v[31:0] + hdr.data0.d244);
+                            bit<32> values122_t1 = (values122_v[63:32] + hdr.data0.d245);
+                            bit<32> values122_o0 = values122_t0;
+                            bit<32> values122_o1 = values122_t1;
+                            values122.write(meta.vidx, values122_t1 ++ values122_t0);
+                            hdr.data0.d244 = values122_o0;
+                            hdr.data0.d245 = values122_o1;
+                            bit<64> values123_v;
+                            values123.read(values123_v, meta.vidx);
+                            bit<32> values123_t0 = (values123_v[31:0] + hdr.data0.d246);
+                            bit<32> values123_t1 = (values123_v[63:32] + hdr.data0.d247);
+                            bit<32> values123_o0 = values123_t0;
+                            bit<32> values123_o1 = values123_t1;
+                            values123.write(meta.vidx, values123_t1 ++ values123_t0);
+                            hdr.data0.d246 = values123_o0;
+                            hdr.data0.d247 = values123_o1;
+                            bit<64> values124_v;
+                            values124.read(values124_v, meta.vidx);
+                            bit<32> values124_t0 = (values124_v[31:0] + hdr.data0.d248);
+                            bit<32> values124_t1 = (values124_v[63:32] + hdr.data0.d249);
+                            bit<32> values124_o0 = values124_t0;
+                            bit<32> values124_o1 = values124_t1;
+                            values124.write(meta.vidx, values124_t1 ++ values124_t0);
+                            hdr.data0.d248 = values124_o0;
+                            hdr.data0.d249 = values124_o1;
+                            bit<64> values125_v;
+                            values125.read(values125_v, meta.vidx);
+                            bit<32> values125_t0 = (values125_v[31:0] + hdr.data0.d250);
+                            bit<32> values125_t1 = (values125_v[63:32] + hdr.data0.d251);
+                            bit<32> values125_o0 = values125_t0;
+                            bit<32> values125_o1 = values125_t1;
+                            values125.write(meta.vidx, values125_t1 ++ values125_t0);
+                            hdr.data0.d250 = values125_o0;
+                            hdr.data0.d251 = values125_o1;
+                            bit<64> values126_v;
+                            values126.read(values126_v, meta.vidx);
+                            bit<32> values126_t0 = (values126_v[31:0] + hdr.data0.d252);
+                            bit<32> values126_t1 = (values126_v[63:32] + hdr.data0.d253);
+                            bit<32> values126_o0 = values126_t0;
+                            bit<32> values126_o1 = values126_t1;
+                            values126.write(meta.vidx, values126_t1 ++ values126_t0);
+                            hdr.data0.d252 = values126_o0;
+                            hdr.data0.d253 = values126_o1;
+                            bit<64> values127_v;
+                            values127.read(values127_v, meta.vidx);
+                            bit<32> values127_t0 = (values127_v[31:0] + hdr.data0.d254);
+                            bit<32> values127_t1 = (values127_v[63:32] + hdr.data0.d255);
+                            bit<32> values127_o0 = values127_t0;
+                            bit<32> values127_o1 = values127_t1;
+                            values127.write(meta.vidx, values127_t1 ++ values127_t0);
+                            hdr.data0.d254 = values127_o0;
+                            hdr.data0.d255 = values127_o1;
+                        }
+else if (meta.values_op == 2) {
+                            bit<64> values0_v;
+                            values0.read(values0_v, meta.vidx);
+                            bit<32> values0_o0 = values0_v[31:0];
+                            bit<32> values0_o1 = values0_v[63:32];
+                            hdr.data0.d0 = values0_o0;
+                            hdr.data0.d1 = values0_o1;
+                            bit<64> values1_v;
+                            values1.read(values1_v, meta.vidx);
+                            bit<32> values1_o0 = values1_v[31:0];
+                            bit<32> values1_o1 = values1_v[63:32];
+                            hdr.data0.d2 = values1_o0;
+                            hdr.data0.d3 = values1_o1;
+                            bit<64> values2_v;
+                            values2.read(values2_v, meta.vidx);
+                            bit<32> values2_o0 = values2_v[31:0];
+                            bit<32> values2_o1 = values2_v[63:32];
+                            hdr.data0.d4 = values2_o0;
+                            hdr.data0.d5 = values2_o1;
+                            bit<64> values3_v;
+                            values3.read(values3_v, meta.vidx);
+                            bit<32> values3_o0 = values3_v[31:0];
+                            bit<32> values3_o1 = values3_v[63:32];
+                            hdr.data0.d6 = values3_o0;
+                            hdr.data0.d7 = values3_o1;
+                            bit<64> values4_v;
+                            values4.read(values4_v, meta.vidx);
+                            bit<32> values4_o0 = values4_v[31:0];
+                            bit<32> values4_o1 = values4_v[63:32];
+                            hdr.data0.d8 = values4_o0;
+                            hdr.data0.d9 = values4_o1;
+                            bit<64> values5_v;
+                            values5.read(values5_v, meta.vidx);
+                            bit<32> values5_o0 = values5_v[31:0];
+                            bit<32> values5_o1 = values5_v[63:32];
+                            hdr.data0.d10 = values5_o0;
+                            hdr.data0.d11 = values5_o1;
+                            bit<64> values6_v;
+                            values6.read(values6_v, meta.vidx);
+                            bit<32> values6_o0 = values6_v[31:0];
+                            bit<32> values6_o1 = values6_v[63:32];
+                            hdr.data0.d12 = values6_o0;
+                            hdr.data0.d13 = values6_o1;
+                            bit<64> values7_v;
+                            values7.read(values7_v, meta.vidx);
+                            bit<32> values7_o0 = values7_v[31:0];
+                            bit<32> values7_o1 = values7_v[63:32];
+                            hdr.data0.d14 = values7_o0;
+                            hdr.data0.d15 = values7_o1;
+                            bit<64> values8_v;
+                            values8.read(values8_v, meta.vidx);
+                            bit<32> values8_o0 = values8_v[31:0];
+                            bit<32> values8_o1 = values8_v[63:32];
+                            hdr.data0.d16 = values8_o0;
+                            hdr.data0.d17 = values8_o1;
+                            bit<64> values9_v;
+                            values9.read(values9_v, meta.vidx);
+                            bit<32> values9_o0 = values9_v[31:0];
+                            bit<32> values9_o1 = values9_v[63:32];
+                            hdr.data0.d18 = values9_o0;
+                            hdr.data0.d19 = values9_o1;
+                            bit<64> values10_v;
+                            values10.read(values10_v, meta.vidx);
+                            bit<32> values10_o0 = values10_v[31:0];
+                            bit<32> values10_o1 = values10_v[63:32];
+                            hdr.data0.d20 = values10_o0;
+                            hdr.data0.d21 = values10_o1;
+                            bit<64> values11_v;
+                            values11.read(values11_v, meta.vidx);
+                            bit<32> values11_o0 = values11_v[31:0];
+                            bit<32> values11_o1 = values11_v[63:32];
+                            hdr.data0.d22 = values11_o0;
+                            hdr.data0.d23 = values11_o1;
+                            bit<64> values12_v;
+                            values12.read(values12_v, meta.vidx);
+                            bit<32> values12_o0 = values12_v[31:0];
+                            bit<32> values12_o1 = values12_v[63:32];
+                            hdr.data0.d24 = values12_o0;
+                            hdr.data0.d25 = values12_o1;
+                            bit<64> values13_v;
+                            values13.read(values13_v, meta.vidx);
+                            bit<32> values13_o0 = values13_v[31:0];
+                            bit<32> values13_o1 = values13_v[63:32];
+                            hdr.data0.d26 = values13_o0;
+                            hdr.data0.d27 = values13_o1;
+                            bit<64> values14_v;
+                            values14.read(values14_v, meta.vidx);
+                            bit<32> values14_o0 = values14_v[31:0];
+                            bit<32> values14_o1 = values14_v[63:32];
+                            hdr.data0.d28 = values14_o0;
+                            hdr.data0.d29 = values14_o1;
+                            bit<64> values15_v;
+                            values15.read(values15_v, meta.vidx);
+                            bit<32> values15_o0 = values15_v[31:0];
+                            bit<32> values15_o1 = values15_v[63:32];
+                            hdr.data0.d30 = values15_o0;
+                            hdr.data0.d31 = values15_o1;
+                            bit<64> values16_v;
+                            values16.read(values16_v, meta.vidx);
+                            bit<32> values16_o0 = values16_v[31:0];
+                            bit<32> values16_o1 = values16_v[63:32];
+                            hdr.data0.d32 = values16_o0;
+                            hdr.data0.d33 = values16_o1;
+                            bit<64> values17_v;
+                            values17.read(values17_v, meta.vidx);
+                            bit<32> values17_o0 = values17_v[31:0];
+                            bit<32> values17_o1 = values17_v[63:32];
+                            hdr.data0.d34 = values17_o0;
+                            hdr.data0.d35 = values17_o1;
+                            bit<64> values18_v;
+                            values18.read(values18_v, meta.vidx);
+                            bit<32> values18_o0 = values18_v[31:0];
+                            bit<32> values18_o1 = values18_v[63:32];
+                            hdr.data0.d36 = values18_o0;
+                            hdr.data0.d37 = values18_o1;
+                            bit<64> values19_v;
+                            values19.read(values19_v, meta.vidx);
+                            bit<32> values19_o0 = values19_v[31:0];
+                            bit<32> values19_o1 = values19_v[63:32];
+                            hdr.data0.d38 = values19_o0;
+                            hdr.data0.d39 = values19_o1;
+                            bit<64> values20_v;
+                            values20.read(values20_v, meta.vidx);
+                            bit<32> values20_o0 = values20_v[31:0];
+                            bit<32> values20_o1 = values20_v[63:32];
+                            hdr.data0.d40 = values20_o0;
+                            hdr.data0.d41 = values20_o1;
+                            bit<64> values21_v;
+                            values21.read(values21_v, meta.vidx);
+                            bit<32> values21_o0 = values21_v[31:0];
+                            bit<32> values21_o1 = values21_v[63:32];
+                            hdr.data0.d42 = values21_o0;
+                            hdr.data0.d43 = values21_o1;
+                            bit<64> values22_v;
+                            values22.read(values22_v, meta.vidx);
+                            bit<32> values22_o0 = values22_v[31:0];
+                            bit<32> values22_o1 = values22_v[63:32];
+                            hdr.data0.d44 = values22_o0;
+                            hdr.data0.d45 = values22_o1;
+                            bit<64> values23_v;
+                            values23.read(values23_v, meta.vidx);
+                            bit<32> values23_o0 = values23_v[31:0];
+                            bit<32> values23_o1 = values23_v[63:32];
+                            hdr.data0.d46 = values23_o0;
+                            hdr.data0.d47 = values23_o1;
+                            bit<64> values24_v;
+                            values24.read(values24_v, meta.vidx);
+                            bit<32> values24_o0 = values24_v[31:0];
+                            bit<32> values24_o1 = values24_v[63:32];
+                            hdr.data0.d48 = values24_o0;
+                            hdr.data0.d49 = values24_o1;
+                            bit<64> values25_v;
+                            values25.read(values25_v, meta.vidx);
+                            bit<32> values25_o0 = values25_v[31:0];
+                            bit<32> values25_o1 = values25_v[63:32];
+                            hdr.data0.d50 = values25_o0;
+                            hdr.data0.d51 = values25_o1;
+                            bit<64> values26_v;
+                            values26.read(values26_v, meta.vidx);
+                            bit<32> values26_o0 = values26_v[31:0];
+                            bit<32> values26_o1 = values26_v[63:32];
+                            hdr.data0.d52 = values26_o0;
+                            hdr.data0.d53 = values26_o1;
+                            bit<64> values27_v;
+                            values27.read(values27_v, meta.vidx);
+                            bit<32> values27_o0 = values27_v[31:0];
+                            bit<32> values27_o1 = values27_v[63:32];
+                            hdr.data0.d54 = values27_o0;
+                            hdr.data0.d55 = values27_o1;
+                            bit<64> values28_v;
+                            values28.read(values28_v, meta.vidx);
+                            bit<32> values28_o0 = values28_v[31:0];
+                            bit<32> values28_o1 = values28_v[63:32];
+                            hdr.data0.d56 = values28_o0;
+                            hdr.data0.d57 = values28_o1;
+                            bit<64> values29_v;
+                            values29.read(values29_v, meta.vidx);
+                            bit<32> values29_o0 = values29_v[31:0];
+                            bit<32> values29_o1 = values29_v[63:32];
+                            hdr.data0.d58 = values29_o0;
+                            hdr.data0.d59 = values29_o1;
+                            bit<64> values30_v;
+                            values30.read(values30_v, meta.vidx);
+                            bit<32> values30_o0 = values30_v[31:0];
+                            bit<32> values30_o1 = values30_v[63:32];
+                            hdr.data0.d60 = values30_o0;
+                            hdr.data0.d61 = values30_o1;
+                            bit<64> values31_v;
+                            values31.read(values31_v, meta.vidx);
+                            bit<32> values31_o0 = values31_v[31:0];
+                            bit<32> values31_o1 = values31_v[63:32];
+                            hdr.data0.d62 = values31_o0;
+                            hdr.data0.d63 = values31_o1;
+                            bit<64> values32_v;
+                            values32.read(values32_v, meta.vidx);
+                            bit<32> values32_o0 = values32_v[31:0];
+                            bit<32> values32_o1 = values32_v[63:32];
+                            hdr.data0.d64 = values32_o0;
+                            hdr.data0.d65 = values32_o1;
+                            bit<64> values33_v;
+                            values33.read(values33_v, meta.vidx);
+                            bit<32> values33_o0 = values33_v[31:0];
+                            bit<32> values33_o1 = values33_v[63:32];
+                            hdr.data0.d66 = values33_o0;
+                            hdr.data0.d67 = values33_o1;
+                            bit<64> values34_v;
+                            values34.read(values34_v, meta.vidx);
+                            bit<32> values34_o0 = values34_v[31:0];
+                            bit<32> values34_o1 = values34_v[63:32];
+                            hdr.data0.d68 = values34_o0;
+                            hdr.data0.d69 = values34_o1;
+                            bit<64> values35_v;
+                            values35.read(values35_v, meta.vidx);
+                            bit<32> values35_o0 = values35_v[31:0];
+                            bit<32> values35_o1 = values35_v[63:32];
+                            hdr.data0.d70 = values35_o0;
+                            hdr.data0.d71 = values35_o1;
+                            bit<64> values36_v;
+                            values36.read(values36_v, meta.vidx);
+                            bit<32> values36_o0 = values36_v[31:0];
+                            bit<32> values36_o1 = values36_v[63:32];
+                            hdr.data0.d72 = values36_o0;
+                            hdr.data0.d73 = values36_o1;
+                            bit<64> values37_v;
+                            values37.read(values37_v, meta.vidx);
+                            bit<32> values37_o0 = values37_v[31:0];
+                            bit<32> values37_o1 = values37_v[63:32];
+                            hdr.data0.d74 = values37_o0;
+                            hdr.data0.d75 = values37_o1;
+                            bit<64> values38_v;
+                            values38.read(values38_v, meta.vidx);
+                            bit<32> values38_o0 = values38_v[31:0];
+                            bit<32> values38_o1 = values38_v[63:32];
+                            hdr.data0.d76 = values38_o0;
+                            hdr.data0.d77 = values38_o1;
+                            bit<64> values39_v;
+                            values39.read(values39_v, meta.vidx);
+                            bit<32> values39_o0 = values39_v[31:0];
+                            bit<32> values39_o1 = values39_v[63:32];
+                            hdr.data0.d78 = values39_o0;
+                            hdr.data0.d79 = values39_o1;
+                            bit<64> values40_v;
+                            values40.read(values40_v, meta.vidx);
+                            bit<32> values40_o0 = values40_v[31:0];
+                            bit<32> values40_o1 = values40_v[63:32];
+                            hdr.data0.d80 = values40_o0;
+                            hdr.data0.d81 = values40_o1;
+                            bit<64> values41_v;
+                            values41.read(values41_v, meta.vidx);
+                            bit<32> values41_o0 = values41_v[31:0];
+                            bit<32> values41_o1 = values41_v[63:32];
+                            hdr.data0.d82 = values41_o0;
+                            hdr.data0.d83 = values41_o1;
+                            bit<64> values42_v;
+                            values42.read(values42_v, meta.vidx);
+                            bit<32> values42_o0 = values42_v[31:0];
+                            bit<32> values42_o1 = values42_v[63:32];
+                            hdr.data0.d84 = values42_o0;
+                            hdr.data0.d85 = values42_o1;
+                            bit<64> values43_v;
+                            values43.read(values43_v, meta.vidx);
+                            bit<32> values43_o0 = values43_v[31:0];
+                            bit<32> values43_o1 = values43_v[63:32];
+                            hdr.data0.d86 = values43_o0;
+                            hdr.data0.d87 = values43_o1;
+                            bit<64> values44_v;
+                            values44.read(values44_v, meta.vidx);
+                            bit<32> values44_o0 = values44_v[31:0];
+                            bit<32> values44_o1 = values44_v[63:32];
+                            hdr.data0.d88 = values44_o0;
+                            hdr.data0.d89 = values44_o1;
+                            bit<64> values45_v;
+                            values45.read(values45_v, meta.vidx);
+                            bit<32> values45_o0 = values45_v[31:0];
+                            bit<32> values45_o1 = values45_v[63:32];
+                            hdr.data0.d90 = values45_o0;
+                            hdr.data0.d91 = values45_o1;
+                            bit<64> values46_v;
+                            values46.read(values46_v, meta.vidx);
+                            bit<32> values46_o0 = values46_v[31:0];
+                            bit<32> values46_o1 = values46_v[63:32];
+                            hdr.data0.d92 = values46_o0;
+                            hdr.data0.d93 = values46_o1;
+                            bit<64> values47_v;
+                            values47.read(values47_v, meta.vidx);
+                            bit<32> values47_o0 = values47_v[31:0];
+                            bit<32> values47_o1 = values47_v[63:32];
+                            hdr.data0.d94 = values47_o0;
+                            hdr.data0.d95 = values47_o1;
+                            bit<64> values48_v;
+                            values48.read(values48_v, meta.vidx);
+                            bit<32> values48_o0 = values48_v[31:0];
+                            bit<32> values48_o1 = values48_v[63:32];
+                            hdr.data0.d96 = values48_o0;
+                            hdr.data0.d97 = values48_o1;
+                            bit<64> values49_v;
+                            values49.read(values49_v, meta.vidx);
+                            bit<32> values49_o0 = values49_v[31:0];
+                            bit<32> values49_o1 = values49_v[63:32];
+                            hdr.data0.d98 = values49_o0;
+                            hdr.data0.d99 = values49_o1;
+                            bit<64> values50_v;
+                            values50.read(values50_v, meta.vidx);
+                            bit<32> values50_o0 = values50_v[31:0];
+                            bit<32> values50_o1 = values50_v[63:32];
+                            hdr.data0.d100 = values50_o0;
+                            hdr.data0.d101 = values50_o1;
+                            bit<64> values51_v;
+                            values51.read(values51_v, meta.vidx);
+                            bit<32> values51_o0 = values51_v[31:0];
+                            bit<32> values51_o1 = values51_v[63:32];
+                            hdr.data0.d102 = values51_o0;
+                            hdr.data0.d103 = values51_o1;
+                            bit<64> values52_v;
+                            values52.read(values52_v, meta.vidx);
+                            bit<32> values52_o0 = values52_v[31:0];
+                            bit<32> values52_o1 = values52_v[63:32];
+                            hdr.data0.d104 = values52_o0;
+                            hdr.data0.d105 = values52_o1;
+                            bit<64> values53_v;
+                            values53.read(values53_v, meta.vidx);
+                            bit<32> values53_o0 = values53_v[31:0];
+                            bit<32> values53_o1 = values53_v[63:32];
+                            hdr.data0.d106 = values53_o0;
+                            hdr.data0.d107 = values53_o1;
+                            bit<64> values54_v;
+                            values54.read(values54_v, meta.vidx);
+                            bit<32> values54_o0 = values54_v[31:0];
+                            bit<32> values54_o1 = values54_v[63:32];
+                            hdr.data0.d108 = values54_o0;
+                            hdr.data0.d109 = values54_o1;
+                            bit<64> values55_v;
+                            values55.read(values55_v, meta.vidx);
+                            bit<32> values55_o0 = values55_v[31:0];
+                            bit<32> values55_o1 = values55_v[63:32];
+                            hdr.data0.d110 = values55_o0;
+                            hdr.data0.d111 = values55_o1;
+                            bit<64> values56_v;
+                            values56.read(values56_v, meta.vidx);
+                            bit<32> values56_o0 = values56_v[31:0];
+                            bit<32> values56_o1 = values56_v[63:32];
+                            hdr.data0.d112 = values56_o0;
+                            hdr.data0.d113 = values56_o1;
+                            bit<64> values57_v;
+                            values57.read(values57_v, meta.vidx);
+                            bit<32> values57_o0 = values57_v[31:0];
+                            bit<32> values57_o1 = values57_v[63:32];
+                            hdr.data0.d114 = values57_o0;
+                            hdr.data0.d115 = values57_o1;
+                            bit<64> values58_v;
+                            values58.read(values58_v, meta.vidx);
+                            bit<32> values58_o0 = values58_v[31:0];
+                            bit<32> values58_o1 = values58_v[63:32];
+                            hdr.data0.d116 = values58_o0;
+                            hdr.data0.d117 = values58_o1;
+                            bit<64> values59_v;
+                            values59.read(values59_v, meta.vidx);
+                            bit<32> values59_o0 = values59_v[31:0];
+                            bit<32> values59_o1 = values59_v[63:32];
+                            hdr.data0.d118 = values59_o0;
+                            hdr.data0.d119 = values59_o1;
+                            bit<64> values60_v;
+                            values60.read(values60_v, meta.vidx);
+                            bit<32> values60_o0 = values60_v[31:0];
+                            bit<32> values60_o1 = values60_v[63:32];
+                            hdr.data0.d120 = values60_o0;
+                            hdr.data0.d121 = values60_o1;
+                            bit<64> values61_v;
+                            values61.read(values61_v, meta.vidx);
+                            bit<32> values61_o0 = values61_v[31:0];
+                            bit<32> values61_o1 = values61_v[63:32];
+                            hdr.data0.d122 = values61_o0;
+                            hdr.data0.d123 = values61_o1;
+                            bit<64> values62_v;
+                            values62.read(values62_v, meta.vidx);
+                            bit<32> values62_o0 = values62_v[31:0];
+                            bit<32> values62_o1 = values62_v[63:32];
+                            hdr.data0.d124 = values62_o0;
+                            hdr.data0.d125 = values62_o1;
+                            bit<64> values63_v;
+                            values63.read(values63_v, meta.vidx);
+                            bit<32> values63_o0 = values63_v[31:0];
+                            bit<32> values63_o1 = values63_v[63:32];
+                            hdr.data0.d126 = values63_o0;
+                            hdr.data0.d127 = values63_o1;
+                            bit<64> values64_v;
+                            values64.read(values64_v, meta.vidx);
+                            bit<32> values64_o0 = values64_v[31:0];
+                            bit<32> values64_o1 = values64_v[63:32];
+                            hdr.data0.d128 = values64_o0;
+                            hdr.data0.d129 = values64_o1;
+                            bit<64> values65_v;
+                            values65.read(values65_v, meta.vidx);
+                            bit<32> values65_o0 = values65_v[31:0];
+                            bit<32> values65_o1 = values65_v[63:32];
+                            hdr.data0.d130 = values65_o0;
+                            hdr.data0.d131 = values65_o1;
+                            bit<64> values66_v;
+                            values66.read(values66_v, meta.vidx);
+                            bit<32> values66_o0 = values66_v[31:0];
+                            bit<32> values66_o1 = values66_v[63:32];
+                            hdr.data0.d132 = values66_o0;
+                            hdr.data0.d133 = values66_o1;
+                            bit<64> values67_v;
+                            values67.read(values67_v, meta.vidx);
+                            bit<32> values67_o0 = values67_v[31:0];
+                            bit<32> values67_o1 = values67_v[63:32];
+                            hdr.data0.d134 = values67_o0;
+                            hdr.data0.d135 = values67_o1;
+                            bit<64> values68_v;
+                            values68.read(values68_v, meta.vidx);
+                            bit<32> values68_o0 = values68_v[31:0];
+                            bit<32> values68_o1 = values68_v[63:32];
+                            hdr.data0.d136 = values68_o0;
+                            hdr.data0.d137 = values68_o1;
+                            bit<64> values69_v;
+                            values69.read(values69_v, meta.vidx);
+                            bit<32> values69_o0 = values69_v[31:0];
+                            bit<32> values69_o1 = values69_v[63:32];
+                            hdr.data0.d138 = values69_o0;
+                            hdr.data0.d139 = values69_o1;
+                            bit<64> values70_v;
+                            values70.read(values70_v, meta.vidx);
+                            bit<32> values70_o0 = values70_v[31:0];
+                            bit<32> values70_o1 = values70_v[63:32];
+                            hdr.data0.d140 = values70_o0;
+                            hdr.data0.d141 = values70_o1;
+                            bit<64> values71_v;
+                            values71.read(values71_v, meta.vidx);
+                            bit<32> values71_o0 = values71_v[31:0];
+                            bit<32> values71_o1 = values71_v[63:32];
+                            hdr.data0.d142 = values71_o0;
+                            hdr.data0.d143 = values71_o1;
+                            bit<64> values72_v;
+                            values72.read(values72_v, meta.vidx);
+                            bit<32> values72_o0 = values72_v[31:0];
+                            bit<32> values72_o1 = values72_v[63:32];
+                            hdr.data0.d144 = values72_o0;
+                            hdr.data0.d145 = values72_o1;
+                            bit<64> values73_v;
+                            values73.read(values73_v, meta.vidx);
+                            bit<32> values73_o0 = values73_v[31:0];
+                            bit<32> values73_o1 = values73_v[63:32];
+                            hdr.data0.d146 = values73_o0;
+                            hdr.data0.d147 = values73_o1;
+                            bit<64> values74_v;
+                            values74.read(values74_v, meta.vidx);
+                            bit<32> values74_o0 = values74_v[31:0];
+                            bit<32> values74_o1 = values74_v[63:32];
+                            hdr.data0.d148 = values74_o0;
+                            hdr.data0.d149 = values74_o1;
+                            bit<64> values75_v;
+                            values75.read(values75_v, meta.vidx);
+                            bit<32> values75_o0 = values75_v[31:0];
+                            bit<32> values75_o1 = values75_v[63:32];
+                            hdr.data0.d150 = values75_o0;
+                            hdr.data0.d151 = values75_o1;
+                            bit<64> values76_v;
+                            values76.read(values76_v, meta.vidx);
+                            bit<32> values76_o0 = values76_v[31:0];
+                            bit<32> values76_o1 = values76_v[63:32];
+                            hdr.data0.d152 = values76_o0;
+                            hdr.data0.d153 = values76_o1;
+                            bit<64> values77_v;
+                            values77.read(values77_v, meta.vidx);
+                            bit<32> values77_o0 = values77_v[31:0];
+                            bit<32> values77_o1 = values77_v[63:32];
+                            hdr.data0.d154 = values77_o0;
+                            hdr.data0.d155 = values77_o1;
+                            bit<64> values78_v;
+                            values78.read(values78_v, meta.vidx);
+                            bit<32> values78_o0 = values78_v[31:0];
+                            bit<32> values78_o1 = values78_v[63:32];
+                            hdr.data0.d156 = values78_o0;
+                            hdr.data0.d157 = values78_o1;
+                            bit<64> values79_v;
+                            values79.read(values79_v, meta.vidx);
+                            bit<32> values79_o0 = values79_v[31:0];
+                            bit<32> values79_o1 = values79_v[63:32];
+                            hdr.data0.d158 = values79_o0;
+                            hdr.data0.d159 = values79_o1;
+                            bit<64> values80_v;
+                            values80.read(values80_v, meta.vidx);
+                            bit<32> values80_o0 = values80_v[31:0];
+                            bit<32> values80_o1 = values80_v[63:32];
+                            hdr.data0.d160 = values80_o0;
+                            hdr.data0.d161 = values80_o1;
+                            bit<64> values81_v;
+                            values81.read(values81_v, meta.vidx);
+                            bit<32> values81_o0 = values81_v[31:0];
+                            bit<32> values81_o1 = values81_v[63:32];
+                            hdr.data0.d162 = values81_o0;
+                            hdr.data0.d163 = values81_o1;
+                            bit<64> values82_v;
+                            values82.read(values82_v, meta.vidx);
+                            bit<32> values82_o0 = values82_v[31:0];
+                            bit<32> values82_o1 = values82_v[63:32];
+                            hdr.data0.d164 = values82_o0;
+                            hdr.data0.d165 = values82_o1;
+                            bit<64> values83_v;
+                            values83.read(values83_v, meta.vidx);
+                            bit<32> values83_o0 = values83_v[31:0];
+                            bit<32> values83_o1 = values83_v[63:32];
+                            hdr.data0.d166 = values83_o0;
+                            hdr.data0.d167 = values83_o1;
+                            bit<64> values84_v;
+                            values84.read(values84_v, meta.vidx);
+                            bit<32> values84_o0 = values84_v[31:0];
+                            bit<32> values84_o1 = values84_v[63:32];
+                            hdr.data0.d168 = values84_o0;
+                            hdr.data0.d169 = values84_o1;
+                            bit<64> values85_v;
+                            values85.read(values85_v, meta.vidx);
+                            bit<32> values85_o0 = values85_v[31:0];
+                            bit<32> values85_o1 = values85_v[63:32];
+                            hdr.data0.d170 = values85_o0;
+                            hdr.data0.d171 = values85_o1;
+                            bit<64> values86_v;
+                            values86.read(values86_v, meta.vidx);
+                            bit<32> values86_o0 = values86_v[31:0];
+                            bit<32> values86_o1 = values86_v[63:32];
+                            hdr.data0.d172 = values86_o0;
+                            hdr.data0.d173 = values86_o1;
+                            bit<64> values87_v;
+                            values87.read(values87_v, meta.vidx);
+                            bit<32> values87_o0 = values87_v[31:0];
+                            bit<32> values87_o1 = values87_v[63:32];
+                            hdr.data0.d174 = values87_o0;
+                            hdr.data0.d175 = values87_o1;
+                            bit<64> values88_v;
+                            values88.read(values88_v, meta.vidx);
+                            bit<32> values88_o0 = values88_v[31:0];
+                            bit<32> values88_o1 = values88_v[63:32];
+                            hdr.data0.d176 = values88_o0;
+                            hdr.data0.d177 = values88_o1;
+                            bit<64> values89_v;
+                            values89.read(values89_v, meta.vidx);
+                            bit<32> values89_o0 = values89_v[31:0];
+                            bit<32> values89_o1 = values89_v[63:32];
+                            hdr.data0.d178 = values89_o0;
+                            hdr.data0.d179 = values89_o1;
+                            bit<64> values90_v;
+                            values90.read(values90_v, meta.vidx);
+                            bit<32> values90_o0 = values90_v[31:0];
+                            bit<32> values90_o1 = values90_v[63:32];
+                            hdr.data0.d180 = values90_o0;
+                            hdr.data0.d181 = values90_o1;
+                            bit<64> values91_v;
+                            values91.read(values91_v, meta.vidx);
+                            bit<32> values91_o0 = values91_v[31:0];
+                            bit<32> values91_o1 = values91_v[63:32];
+                            hdr.data0.d182 = values91_o0;
+                            hdr.data0.d183 = values91_o1;
+                            bit<64> values92_v;
+                            values92.read(values92_v, meta.vidx);
+                            bit<32> values92_o0 = values92_v[31:0];
+                            bit<32> values92_o1 = values92_v[63:32];
+                            hdr.data0.d184 = values92_o0;
+                            hdr.data0.d185 = values92_o1;
+                            bit<64> values93_v;
+                            values93.read(values93_v, meta.vidx);
+                            bit<32> values93_o0 = values93_v[31:0];
+                            bit<32> values93_o1 = values93_v[63:32];
+                            hdr.data0.d186 = values93_o0;
+                            hdr.data0.d187 = values93_o1;
+                            bit<64> values94_v;
+                            values94.read(values94_v, meta.vidx);
+                            bit<32> values94_o0 = values94_v[31:0];
+                            bit<32> values94_o1 = values94_v[63:32];
+                            hdr.data0.d188 = values94_o0;
+                            hdr.data0.d189 = values94_o1;
+                            bit<64> values95_v;
+                            values95.read(values95_v, meta.vidx);
+                            bit<32> values95_o0 = values95_v[31:0];
+                            bit<32> values95_o1 = values95_v[63:32];
+                            hdr.data0.d190 = values95_o0;
+                            hdr.data0.d191 = values95_o1;
+                            bit<64> values96_v;
+                            values96.read(values96_v, meta.vidx);
+                            bit<32> values96_o0 = values96_v[31:0];
+                            bit<32> values96_o1 = values96_v[63:32];
+                            hdr.data0.d192 = values96_o0;
+                            hdr.data0.d193 = values96_o1;
+                            bit<64> values97_v;
+                            values97.read(values97_v, meta.vidx);
+                            bit<32> values97_o0 = values97_v[31:0];
+                            bit<32> values97_o1 = values97_v[63:32];
+                            hdr.data0.d194 = values97_o0;
+                            hdr.data0.d195 = values97_o1;
+                            bit<64> values98_v;
+                            values98.read(values98_v, meta.vidx);
+                            bit<32> values98_o0 = values98_v[31:0];
+                            bit<32> values98_o1 = values98_v[63:32];
+                            hdr.data0.d196 = values98_o0;
+                            hdr.data0.d197 = values98_o1;
+                            bit<64> values99_v;
+                            values99.read(values99_v, meta.vidx);
+                            bit<32> values99_o0 = values99_v[31:0];
+                            bit<32> values99_o1 = values99_v[63:32];
+                            hdr.data0.d198 = values99_o0;
+                            hdr.data0.d199 = values99_o1;
+                            bit<64> values100_v;
+                            values100.read(values100_v, meta.vidx);
+                            bit<32> values100_o0 = values100_v[31:0];
+                            bit<32> values100_o1 = values100_v[63:32];
+                            hdr.data0.d200 = values100_o0;
+                            hdr.data0.d201 = values100_o1;
+                            bit<64> values101_v;
+                            values101.read(values101_v, meta.vidx);
+                            bit<32> values101_o0 = values101_v[31:0];
+                            bit<32> values101_o1 = values101_v[63:32];
+                            hdr.data0.d202 = values101_o0;
+                            hdr.data0.d203 = values101_o1;
+                            bit<64> values102_v;
+                            values102.read(values102_v, meta.vidx);
+                            bit<32> values102_o0 = values102_v[31:0];
+                            bit<32> values102_o1 = values102_v[63:32];
+                            hdr.data0.d204 = values102_o0;
+                            hdr.data0.d205 = values102_o1;
+                            bit<64> values103_v;
+                            values103.read(values103_v, meta.vidx);
+                            bit<32> values103_o0 = values103_v[31:0];
+                            bit<32> values103_o1 = values103_v[63:32];
+                            hdr.data0.d206 = values103_o0;
+                            hdr.data0.d207 = values103_o1;
+                            bit<64> values104_v;
+                            values104.read(values104_v, meta.vidx);
+                            bit<32> values104_o0 = values104_v[31:0];
+                            bit<32> values104_o1 = values104_v[63:32];
+                            hdr.data0.d208 = values104_o0;
+                            hdr.data0.d209 = values104_o1;
+                            bit<64> values105_v;
+                            values105.read(values105_v, meta.vidx);
+                            bit<32> values105_o0 = values105_v[31:0];
+                            bit<32> values105_o1 = values105_v[63:32];
+                            hdr.data0.d210 = values105_o0;
+                            hdr.data0.d211 = values105_o1;
+                            bit<64> values106_v;
+                            values106.read(values106_v, meta.vidx);
+                            bit<32> values106_o0 = values106_v[31:0];
+                            bit<32> values106_o1 = values106_v[63:32];
+                            hdr.data0.d212 = values106_o0;
+                            hdr.data0.d213 = values106_o1;
+                            bit<64> values107_v;
+                            values107.read(values107_v, meta.vidx);
+                            bit<32> values107_o0 = values107_v[31:0];
+                            bit<32> values107_o1 = values107_v[63:32];
+                            hdr.data0.d214 = values107_o0;
+                            hdr.data0.d215 = values107_o1;
+                            bit<64> values108_v;
+                            values108.read(values108_v, meta.vidx);
+                            bit<32> values108_o0 = values108_v[31:0];
+                            bit<32> values108_o1 = values108_v[63:32];
+                            hdr.data0.d216 = values108_o0;
+                            hdr.data0.d217 = values108_o1;
+                            bit<64> values109_v;
+                            values109.read(values109_v, meta.vidx);
+                            bit<32> values109_o0 = values109_v[31:0];
+                            bit<32> values109_o1 = values109_v[63:32];
+                            hdr.data0.d218 = values109_o0;
+                            hdr.data0.d219 = values109_o1;
+                            bit<64> values110_v;
+                            values110.read(values110_v, meta.vidx);
+                            bit<32> values110_o0 = values110_v[31:0];
+                            bit<32> values110_o1 = values110_v[63:32];
+                            hdr.data0.d220 = values110_o0;
+                            hdr.data0.d221 = values110_o1;
+                            bit<64> values111_v;
+                            values111.read(values111_v, meta.vidx);
+                            bit<32> values111_o0 = values111_v[31:0];
+                            bit<32> values111_o1 = values111_v[63:32];
+                            hdr.data0.d222 = values111_o0;
+                            hdr.data0.d223 = values111_o1;
+                            bit<64> values112_v;
+                            values112.read(values112_v, meta.vidx);
+                            bit<32> values112_o0 = values112_v[31:0];
+                            bit<32> values112_o1 = values112_v[63:32];
+                            hdr.data0.d224 = values112_o0;
+                            hdr.data0.d225 = values112_o1;
+                            bit<64> values113_v;
+                            values113.read(values113_v, meta.vidx);
+                            bit<32> values113_o0 = values113_v[31:0];
+                            bit<32> values113_o1 = values113_v[63:32];
+                            hdr.data0.d226 = values113_o0;
+                            hdr.data0.d227 = values113_o1;
+                            bit<64> values114_v;
+                            values114.read(values114_v, meta.vidx);
+                            bit<32> values114_o0 = values114_v[31:0];
+                            bit<32> values114_o1 = values114_v[63:32];
+                            hdr.data0.d228 = values114_o0;
+                            hdr.data0.d229 = values114_o1;
+                            bit<64> values115_v;
+                            values115.read(values115_v, meta.vidx);
+                            bit<32> values115_o0 = values115_v[31:0];
+                            bit<32> values115_o1 = values115_v[63:32];
+                            hdr.data0.d230 = values115_o0;
+                            hdr.data0.d231 = values115_o1;
+                            bit<64> values116_v;
+                            values116.read(values116_v, meta.vidx);
+                            bit<32> values116_o0 = values116_v[31:0];
+                            bit<32> values116_o1 = values116_v[63:32];
+                            hdr.data0.d232 = values116_o0;
+                            hdr.data0.d233 = values116_o1;
+                            bit<64> values117_v;
+                            values117.read(values117_v, meta.vidx);
+                            bit<32> values117_o0 = values117_v[31:0];
+                            bit<32> values117_o1 = values117_v[63:32];
+                            hdr.data0.d234 = values117_o0;
+                            hdr.data0.d235 = values117_o1;
+                            bit<64> values118_v;
+                            values118.read(values118_v, meta.vidx);
+                            bit<32> values118_o0 = values118_v[31:0];
+                            bit<32> values118_o1 = values118_v[63:32];
+                            hdr.data0.d236 = values118_o0;
+                            hdr.data0.d237 = values118_o1;
+                            bit<64> values119_v;
+                            values119.read(values119_v, meta.vidx);
+                            bit<32> values119_o0 = values119_v[31:0];
+                            bit<32> values119_o1 = values119_v[63:32];
+                            hdr.data0.d238 = values119_o0;
+                            hdr.data0.d239 = values119_o1;
+                            bit<64> values120_v;
+                            values120.read(values120_v, meta.vidx);
+                            bit<32> values120_o0 = values120_v[31:0];
+                            bit<32> values120_o1 = values120_v[63:32];
+                            hdr.data0.d240 = values120_o0;
+                            hdr.data0.d241 = values120_o1;
+                            bit<64> values121_v;
+                            values121.read(values121_v, meta.vidx);
+                            bit<32> values121_o0 = values121_v[31:0];
+                            bit<32> values121_o1 = values121_v[63:32];
+                            hdr.data0.d242 = values121_o0;
+                            hdr.data0.d243 = values121_o1;
+                            bit<64> values122_v;
+                            values122.read(values122_v, meta.vidx);
+                            bit<32> values122_o0 = values122_v[31:0];
+                            bit<32> values122_o1 = values122_v[63:32];
+                            hdr.data0.d244 = values122_o0;
+                            hdr.data0.d245 = values122_o1;
+                            bit<64> values123_v;
+                            values123.read(values123_v, meta.vidx);
+                            bit<32> values123_o0 = values123_v[31:0];
+                            bit<32> values123_o1 = values123_v[63:32];
+                            hdr.data0.d246 = values123_o0;
+                            hdr.data0.d247 = values123_o1;
+                            bit<64> values124_v;
+                            values124.read(values124_v, meta.vidx);
+                            bit<32> values124_o0 = values124_v[31:0];
+                            bit<32> values124_o1 = values124_v[63:32];
+                            hdr.data0.d248 = values124_o0;
+                            hdr.data0.d249 = values124_o1;
+                            bit<64> values125_v;
+                            values125.read(values125_v, meta.vidx);
+                            bit<32> values125_o0 = values125_v[31:0];
+                            bit<32> values125_o1 = values125_v[63:32];
+                            hdr.data0.d250 = values125_o0;
+                            hdr.data0.d251 = values125_o1;
+                            bit<64> values126_v;
+                            values126.read(values126_v, meta.vidx);
+                            bit<32> values126_o0 = values126_v[31:0];
+                            bit<32> values126_o1 = values126_v[63:32];
+                            hdr.data0.d252 = values126_o0;
+                            hdr.data0.d253 = values126_o1;
+                            bit<64> values127_v;
+                            values127.read(values127_v, meta.vidx);
+                            bit<32> values127_o0 = values127_v[31:0];
+                            bit<32> values127_o1 = values127_v[63:32];
+                            hdr.data0.d254 = values127_o0;
+                            hdr.data0.d255 = values127_o1;
                         }
                     }
 
@@ -3170,7 +3288,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
 
 control P4genEgress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t std) {
-    @id(0x0100000a)
+    @id(0x01000014)
     action set_result_dst(bit<48> dst_mac, bit<32> dst_ip, bit<16> dst_port) {
         hdr.ethernet.src_addr = hdr.ethernet.dst_addr;
         hdr.ethernet.dst_addr = dst_mac;
@@ -3179,7 +3297,7 @@ control P4genEgress(inout headers_t hdr, inout metadata_t meta,
         hdr.udp.src_port = hdr.udp.dst_port;
         hdr.udp.dst_port = dst_port;
     }
-    @id(0x0100000b)
+    @id(0x01000015)
     action not_a_result() { }
 
     @id(0x02000008)
