@@ -89,7 +89,8 @@ def _lifted(target: str, tmp: Path) -> Path:
     the real limits is still made, for the compiler to judge."""
     prof = load_target(target).to_dict()
     prof.update(name=f"{target}-lifted", description=f"{target} with its resource limits lifted",
-                stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
+                stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14,
+                register_sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
     return write_file(tmp / f"{target}-lifted.toml", "".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()),
                       WORK, "target file", P4genError)
 

@@ -239,6 +239,16 @@ def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv:
             yield chosen, take
 
 
+def _settled(avail: dict[str, int], chosen: tuple[str, ...], stage: int, tm: Timing) -> tuple:
+    """When each placed step's result is available after ``stage`` places ``chosen``, as a state key.
+    A result available early enough for every later stage (by the next stage, less the values' gap) is
+    recorded as available just then: states that differ only in how long ago a result became available
+    are one state, so the search's states grow with the steps, not with the stages."""
+    floor = stage + 1 - tm.values_gap
+    new = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
+    return tuple(sorted((r, max(v, floor)) for r, v in new.items()))
+
+
 @lru_cache(maxsize=65536)
 def _search(steps: tuple[tuple[str, int, tuple[int, ...]], ...], nvalues: int, vblocks: int, tkey: tuple,
             nstages: int, alus: int, geo: RamGeometry) -> tuple[tuple[frozenset, int], ...] | None:
@@ -255,8 +265,7 @@ def _search(steps: tuple[tuple[str, int, tuple[int, ...]], ...], nvalues: int, v
             avail = dict(avail_items)
             for chosen, take in _stage_moves(roles, placed, avail, nv, nvalues, stage, tm, size, order, vblocks,
                                              alus, geo):
-                new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
-                key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
+                key = (placed | frozenset(chosen), _settled(avail, chosen, stage, tm))
                 cand = (nv + take, path + ((frozenset(chosen), take),))
                 if key not in nxt or nxt[key][0] < cand[0]:
                     nxt[key] = cand
@@ -288,8 +297,7 @@ def value_capacity(profile: TargetProfile, arrays: dict[str, int], tm: Timing) -
             avail = dict(avail_items)
             for chosen, take in _stage_moves(roles, placed, avail, nv, big, stage, tm, size, order, 0,
                                              profile.alus_per_stage, RamGeometry(None)):
-                new_avail = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
-                key = (placed | frozenset(chosen), tuple(sorted(new_avail.items())))
+                key = (placed | frozenset(chosen), _settled(avail, chosen, stage, tm))
                 nxt[key] = max(nxt.get(key, -1), nv + take)
         frontier = nxt
         best = max([best] + [nv for (placed, _a), nv in frontier.items() if placed == roles])

@@ -237,8 +237,10 @@ def parse(resources: bytes, phv: bytes, compiler: str = "") -> Allocation:
         if used:
             occupied[key] = occupied.get(key, 0) + 1
             bits += used
+    # normal containers first, each kind by width: 8b, 16b, 32b
+    order = sorted(occupied, key=lambda k: (" " in k, k.split(" ", 1)[1:], int(k.split("b", 1)[0])))
     return Allocation(compiler=compiler, stages=tuple(sorted(stages, key=lambda s: s.stage)),
-                      stage_limit=mau.get("nStages", 0), phv_containers=occupied, phv_bits=bits,
+                      stage_limit=mau.get("nStages", 0), phv_containers={k: occupied[k] for k in order}, phv_bits=bits,
                       register_stage=reg_stage)
 
 

@@ -85,6 +85,6 @@ def test_a_compiled_build_reports_what_was_allocated_beside_the_prediction(tmp_p
     assert rows["stages"][1] == "4" and rows["stateful ALUs"][1] == "1" and rows["SRAM registers"][1] == "2"
     assert rows["SRAM all"] == ["-", "3"]
     assert rows["TCAM blocks"] == ["-", "1"] and rows["PHV bits"][1] == "99" and rows["hash bits"] == ["-", "2"]
-    assert "  PHV containers 32b 3, 8b 1, 8b tagalong 1" in text       # the empty container is not counted
+    assert "  PHV containers 8b 1, 32b 3, 8b tagalong 1" in text       # the empty container is not counted
     assert "        chunk 3" in text and "bitmap0 -" in text        # chunk landed in stage 3; bitmap0 not in the logs
     assert (out / "compiler-resources.json").is_file() and (out / "compiler-phv.json").is_file()
