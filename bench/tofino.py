@@ -84,14 +84,18 @@ def _largest(target: str, args: list[str], env: dict[str, str], tmp: Path) -> in
     return json.loads((tmp / "largest" / "report.json").read_text())["largest_slots"]
 
 
-def _lifted(target: str, tmp: Path) -> Path:
+def _lifted(target: str, tmp: Path, alus: bool = False) -> Path:
     """A copy of the target's profile with its resource limits lifted: a program p4gen refuses on
-    the real limits is still made, for the compiler to judge."""
+    the real limits is still made, for the compiler to judge.  The stateful ALUs per stage are
+    lifted only with ``alus`` (a program that needs more of them in one stage than the chip has)."""
     prof = load_target(target).to_dict()
-    prof.update(name=f"{target}-lifted", description=f"{target} with its resource limits lifted",
+    name = f"{target}-lifted" + ("-alus" if alus else "")
+    prof.update(name=name, description=f"{target} with its resource limits lifted",
                 stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14,
                 register_sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
-    return write_file(tmp / f"{target}-lifted.toml", "".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()),
+    if alus:
+        prof["alus_per_stage"] = 4 * prof["alus_per_stage"]
+    return write_file(tmp / f"{name}.toml", "".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()),
                       WORK, "target file", P4genError)
 
 
@@ -114,6 +118,9 @@ def run_one(name: str, target: str, args: list[str], env: dict[str, str], tmp: P
         row["p4gen_error"] = err
         build_args = ["build", "--target-file", str(_lifted(target, tmp)), *args]
     rc, _out, err = _p4gen([*build_args, "--compile", "--out", str(work / "compiled")], env)
+    if rc != 0 and row["p4gen"] == "does not fit" and "stateful ALUs per stage" in err:
+        build_args = ["build", "--target-file", str(_lifted(target, tmp, alus=True)), *args]
+        rc, _out, err = _p4gen([*build_args, "--compile", "--out", str(work / "compiled")], env)
     row["compile_s"] = round(time.perf_counter() - t0, 1)
     if rc == 0:
         row["compiler"] = "compiled"

@@ -1451,6 +1451,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.recirc.index = hdr.recirc.index + 1;
                 more_passes = true;
                 ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port + 128;
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             }
         }
 
@@ -1528,13 +1529,7 @@ parser P4genEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.hport = 0;
         meta.bitmap0_rv0 = 0;
         meta.bitmap_p0 = 0;
-        transition select(eg_intr_md.egress_port) {
-            0x44: accept;
-            0x80 &&& 0x180: accept;
-            0x144: accept;
-            0x180 &&& 0x180: accept;
-            default: parse_ethernet;
-        }
+        transition parse_ethernet;     // a packet going round another pass bypasses egress
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);

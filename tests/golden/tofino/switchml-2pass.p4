@@ -1632,6 +1632,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                 more_passes = true;
                 consumed = true;
                 ig_tm_md.ucast_egress_port = RECIRC_PORT;
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             } else if (hdr.recirc.phase == PHASE_CONSUME && meta.outcome == OUT_DROP) {
                 hdr.recirc.setInvalid();    // absorbed: nothing goes back
             } else if (hdr.recirc.phase == PHASE_CONSUME) {
@@ -1640,12 +1641,14 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.recirc.index = LAST_PASS - 1;
                 more_passes = true;
                 ig_tm_md.ucast_egress_port = RECIRC_PORT;
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             } else if (hdr.recirc.index == 0) {
                 hdr.recirc.setInvalid();    // every chunk is back in place: the packet is whole
             } else {
                 hdr.recirc.index = hdr.recirc.index - 1;
                 more_passes = true;
                 ig_tm_md.ucast_egress_port = RECIRC_PORT;
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             }
         }
 
@@ -1736,10 +1739,7 @@ parser P4genEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.chunk_p3 = 0;
         meta.bitmap0_rv0 = 0;
         meta.bitmap_p0 = 0;
-        transition select(eg_intr_md.egress_port) {
-            RECIRC_PORT: accept;
-            default: parse_ethernet;
-        }
+        transition parse_ethernet;     // a packet going round another pass bypasses egress
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);

@@ -3678,7 +3678,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
             meta.vidx = hdr.recirc.vidx;    // each pipe holds its own copy of the value arrays
             meta.in_port = hdr.recirc.port;
             meta.known = 1;
-            meta.hport = ((bit<16>) ig_intr_md.ingress_port & 0x180) | 0x6;
+            meta.hport = (bit<16>) (ig_intr_md.ingress_port[8:7] ++ 7w0x6);   // this pipe's recirculation port: one deposit
         } else
         if (ig_prsr_md.parser_err != 0) {
             drop();
@@ -3738,6 +3738,7 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                 more_passes = true;
                 consumed = true;
                 ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port + 128;
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             } else if (hdr.recirc.phase == PHASE_CONSUME && meta.outcome == OUT_DROP) {
                 hdr.recirc.setInvalid();    // absorbed: nothing goes back
             } else if (hdr.recirc.phase == PHASE_CONSUME) {
@@ -3746,12 +3747,14 @@ control P4genIngress(inout headers_t hdr, inout metadata_t meta,
                 hdr.recirc.index = LAST_PASS - 1;
                 more_passes = true;
                 ig_tm_md.ucast_egress_port = (PortId_t) (meta.hport - 128);
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             } else if (hdr.recirc.index == 0) {
                 hdr.recirc.setInvalid();    // every chunk is back in place: the packet is whole
             } else {
                 hdr.recirc.index = hdr.recirc.index - 1;
                 more_passes = true;
                 ig_tm_md.ucast_egress_port = (PortId_t) (meta.hport - 128);
+                ig_tm_md.bypass_egress = 1;    // egress would read the pass header as Ethernet
             }
         }
 
@@ -3871,13 +3874,7 @@ parser P4genEgressParser(packet_in pkt, out headers_t hdr, out metadata_t meta,
         meta.chunk_h0 = 0;
         meta.bitmap0_rv0 = 0;
         meta.bitmap_p0 = 0;
-        transition select(eg_intr_md.egress_port) {
-            0x6: accept;
-            0x80 &&& 0x180: accept;
-            0x100 &&& 0x180: accept;
-            0x186: accept;
-            default: parse_ethernet;
-        }
+        transition parse_ethernet;     // a packet going round another pass bypasses egress
     }
     state parse_ethernet {
         pkt.extract(hdr.ethernet);
