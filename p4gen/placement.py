@@ -224,7 +224,7 @@ def _stage_moves(roles: frozenset, placed: frozenset, avail: dict[str, int], nv:
     """Every way stage ``stage`` can be filled from this state: (steps placed there, value arrays placed)."""
     ready = sorted((r for r in roles - placed if tm.ready(r, stage, avail)), key=order.get)
     values_ready = nv < nvalues and tm.ready("values", stage, avail)
-    counter = tm.counter_blocks if values_ready and stage == tm.values_first(avail) else 0
+    counter = tm.counter_blocks if values_ready and _PASSED not in avail and stage == tm.values_first(avail) else 0
     for k in range(len(ready), -1, -1):        # every ready step first: the earliest stages win ties
         for chosen in combinations(ready, k):
             a = sum(size[r][0] for r in chosen)
@@ -246,7 +246,13 @@ def _settled(avail: dict[str, int], chosen: tuple[str, ...], stage: int, tm: Tim
     are one state, so the search's states grow with the steps, not with the stages."""
     floor = stage + 1 - tm.values_gap
     new = {**avail, **{r: stage + tm.lat(r) for r in chosen}}
-    return tuple(sorted((r, max(v, floor)) for r, v in new.items()))
+    deps = tm.deps.get("values", ())
+    if all(d in new for d in deps) and tm.values_first(new) <= stage:
+        new[_PASSED] = 0        # the values' first stage (the packet counter's) is behind: say so, as
+    return tuple(sorted((r, max(v, floor)) for r, v in new.items()))   # the clamp hides when it was
+
+
+_PASSED = "(values' first stage passed)"
 
 
 @lru_cache(maxsize=65536)

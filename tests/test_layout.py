@@ -113,10 +113,15 @@ def _brute_stages(profile, regs, tm) -> int | None:
         if any(min(by_role[ro]) < max(by_role[d]) + tm.lat(d) + (tm.values_gap if ro == "values" else 0)
                for ro, ds in tm.deps.items() if ro in by_role for d in ds if d in by_role):
             continue
+        # the packet counter's SRAM: in the first stage the values may sit in, when some do
+        avail = {ro: max(v) + tm.lat(ro) for ro, v in by_role.items() if ro != "values"}
+        vfirst = tm.values_first(avail) if "values" in by_role else None
         ok = True
         for s in stages:
             here = [r for r in regs if st[r["name"]] == s]
-            if len(here) > profile.alus_per_stage or sum(inner.blocks(profile, r) for r in here) > profile.register_sram_limit:
+            counter = tm.counter_blocks if s == vfirst and any(r["role"] == "values" for r in here) else 0
+            if (len(here) > profile.alus_per_stage
+                    or sum(inner.blocks(profile, r) for r in here) + counter > profile.register_sram_limit):
                 ok = False
                 break
         if ok:
@@ -132,7 +137,8 @@ def _brute_stages(profile, regs, tm) -> int | None:
 def test_inner_placement_is_the_brute_force_minimum(variant, values, slots, timed):
     """The placement search and Z3 against every placement, with each result one stage after its step, and
     (``timed``) with a Tofino-like timing: a first step that waits a stage, a result a gateway computes
-    from a returned word (two stages), the values a stage after their table."""
+    from a returned word (two stages), the values a stage after their table, and the packet counter's SRAM
+    in the values' first stage."""
     spec = make_spec(slots=slots, variant=variant, max_workers=32)
     regs = layout_registers(spec, variant, slots, 2 * values, 2, 0)
     table = protocols.decision_table(variant)
@@ -140,13 +146,27 @@ def test_inner_placement_is_the_brute_force_minimum(variant, values, slots, time
     deps = inner.timing(prof, table, 32, 32)
     if timed:
         first = table.steps[0].role
-        deps = inner.Timing(deps.deps, {first: 2}, {"bitmap": 2}, values_gap=1)
+        deps = inner.Timing(deps.deps, {first: 2}, {"bitmap": 2}, values_gap=1, counter_blocks=1)
     found = inner.place(prof, regs, deps)
     brute = _brute_stages(prof, regs, deps)
     assert (found.stages_used if found else None) == brute
     if found:
         assert inner.certify(prof, regs, deps, found.stages_used)
         assert not inner.certify(prof, regs, deps, found.stages_used - 1)
+
+
+def test_the_packet_counter_takes_sram_in_the_values_first_stage_only():
+    # 3 value arrays of 3 blocks, stages of 6 blocks and 2 ALUs: the first value stage holds one beside the
+    # counter's block, the next stage two, so the program ends in stage 7, as brute force finds
+    spec = make_spec(slots=20, variant="reference", max_workers=32)
+    regs = layout_registers(spec, "reference", 20, 6, 2, 0)
+    prof = dataclasses.replace(MINI, stages=9)
+    table = protocols.decision_table("reference")
+    tm = inner.Timing(inner.timing(prof, table, 32, 32).deps, {table.steps[0].role: 2}, {"bitmap": 2},
+                      values_gap=1, counter_blocks=1)
+    found = inner.place(prof, regs, tm)
+    assert sorted(s for n, s in found.stage_of.items() if n.startswith("values")) == [6, 7, 7]
+    assert found.stages_used == _brute_stages(prof, regs, tm) == 8
 
 
 def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
