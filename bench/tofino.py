@@ -14,6 +14,9 @@ It prints one line per configuration and then the counts the model is held to:
 * agreement: p4gen accepts exactly what the compiler compiles (false fits, false refusals);
 * predicted stages equal to allocated stages; the registers' SRAM blocks and the PHV bits within 10%.
 
+``--json`` writes every row, with the spec (and pass shape) that was built: copied to
+``tests/data/tofino_sweep.json``, it is what ``tests/test_tofino_alloc.py`` replays without the compiler.
+
 Each compile is a process of its own (``p4gen build --compile`` as a user runs it, with a build
 cache of this run's own); ``--jobs`` runs several at once.  Every figure is from this run.
 """
@@ -57,11 +60,15 @@ for _t in ("tofino", "tofino2"):
     for _el in ("32", "128", "256"):
         _add(_t, f"switchml-hardened-elements{_el}", "--protocol", "switchml", "--slots", "512", "--elements", _el)
     _add(_t, "switchml-hardened-16bit", "--protocol", "switchml", "--slots", "512", "--value-width", "16")
+    _add(_t, "switchml-hardened-workers128", "--protocol", "switchml", "--slots", "512", "--workers", "128")
     _add(_t, "switchml-hardened-workers256", "--protocol", "switchml", "--slots", "512", "--workers", "256")
     _add(_t, "switchml-hardened-jobs4", "--protocol", "switchml", "--slots", "512", "--jobs", "4")
     _add(_t, "omnireduce-slots512", "--protocol", "omnireduce", "--slots", "512")
     _add(_t, "omnireduce-slots-max", "--protocol", "omnireduce", "--slots", "max")
     _add(_t, "omnireduce-elements128", "--protocol", "omnireduce", "--slots", "512", "--elements", "128")
+    if _t == "tofino2":   # either side of the PHV the compiler allocates (tofino2.toml phv_allocatable_bits)
+        _add(_t, "switchml-hardened-elements88", "--protocol", "switchml", "--slots", "512", "--elements", "88")
+        _add(_t, "omnireduce-elements88", "--protocol", "omnireduce", "--slots", "512", "--elements", "88")
     _add(_t, "omnireduce-workers256", "--protocol", "omnireduce", "--slots", "512", "--workers", "256")
     _add(_t, "plan:switchml-8w-100G", "--protocol", "switchml", "--layout", "best", "--workers", "8",
          "--link-gbps", "100", "--rtt-us", "10", "--size", "256MiB")
@@ -85,14 +92,17 @@ def _largest(target: str, args: list[str], env: dict[str, str], tmp: Path) -> in
 
 
 def _lifted(target: str, tmp: Path, alus: bool = False) -> Path:
-    """A copy of the target's profile with its resource limits lifted: a program p4gen refuses on
-    the real limits is still made, for the compiler to judge.  The stateful ALUs per stage are
+    """A copy of the target's profile with its resource limits lifted (stages, SRAM and the rows it
+    packs into, PHV and the compiler's PHV cap): a program p4gen refuses on the real limits is still
+    made, for the compiler to judge.  The stateful ALUs per stage are
     lifted only with ``alus`` (a program that needs more of them in one stage than the chip has)."""
     prof = load_target(target).to_dict()
     name = f"{target}-lifted" + ("-alus" if alus else "")
     prof.update(name=name, description=f"{target} with its resource limits lifted",
                 stages=min(256, 4 * prof["stages"]), sram_blocks_per_stage=1 << 14,
                 register_sram_blocks_per_stage=1 << 14, phv_bits=1 << 18)
+    for key in ("phv_allocatable_bits", "register_sram_rows", "register_sram_reach", "register_sram_group"):
+        prof.pop(key, None)
     if alus:
         prof["alus_per_stage"] = 4 * prof["alus_per_stage"]
     return write_file(tmp / f"{name}.toml", "".join(f"{k} = {json.dumps(v)}\n" for k, v in prof.items()),
@@ -122,6 +132,13 @@ def run_one(name: str, target: str, args: list[str], env: dict[str, str], tmp: P
         build_args = ["build", "--target-file", str(_lifted(target, tmp, alus=True)), *args]
         rc, _out, err = _p4gen([*build_args, "--compile", "--out", str(work / "compiled")], env)
     row["compile_s"] = round(time.perf_counter() - t0, 1)
+    built = next((work / d / "plan.json" for d in ("plan", "compiled") if (work / d / "plan.json").exists()), None)
+    if built is not None:    # what was built, for a replay without the compiler (tests/test_tofino_alloc.py)
+        plan = json.loads(built.read_text())
+        row["spec"] = plan["spec"]
+        if "--layout" in args:
+            prm = plan["params"]
+            row["shape"] = {"passes": prm["passes"], "mode": prm["pass_mode"], "pipes": prm["pass_pipes"]}
     if rc == 0:
         row["compiler"] = "compiled"
         row["allocated"] = json.loads((work / "compiled" / "report.json").read_text())["allocated"]

@@ -158,11 +158,15 @@ def phv_bits(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, 
 def _choose_passes(profile: TargetProfile, table: decision.DecisionTable, spec: Spec,
                    elements: int) -> tuple[int, int, str] | None:
     """(passes, per_pass, mode) for ``elements``, or None when no split fits.  Several passes are
-    resident where their values fit, else streamed (a streamed pass needs no stage to move the values)."""
+    resident where their values fit, else streamed (a streamed pass needs no stage to move the values).
+    The fewest passes whose PHV fits win; a dense packet whose values fit the stages but not the PHV in
+    fewer passes takes more (when none fits the PHV, the fewest passes, and the PHV check says why)."""
     lanes = profile.lanes_per_register
     cap = _value_capacity(profile, table, spec)
     if cap is None:
         return (1, elements, "resident") if elements % lanes == 0 else None
+    budget = None if protocols.protocol(spec.protocol).sparse else profile.phv_budget_bits
+    first = None
     for passes in range(1, profile.max_passes + 1):
         if elements % passes:
             continue
@@ -171,8 +175,10 @@ def _choose_passes(profile: TargetProfile, table: decision.DecisionTable, spec: 
             continue
         for mode in ("resident", "stream") if passes > 1 else ("resident",):
             if k // lanes <= _value_capacity(profile, table, spec, passes, mode):
-                return passes, k, mode
-    return None
+                first = first or (passes, k, mode)
+                if budget is None or phv_bits(profile, table, spec, elements, passes, mode) <= budget:
+                    return passes, k, mode
+    return first
 
 
 def register_geometry(spec: Spec, profile: TargetProfile, slots: int, per_pass: int, pass_bits: int,
@@ -230,17 +236,13 @@ def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slot
                                    f"an {spec.protocol} block must fit one pass")
         return lay
     lay.pass_bits = (lay.passes - 1).bit_length()
-    # 4. PHV: a resident layout that overflows it is streamed (each pass parses only its own values)
+    # 4. PHV (the passes above were chosen to fit it where any split does)
     budget = profile.phv_budget_bits
     lay.phv_bits = phv_bits(profile, table, spec, elements, lay.passes, lay.mode)
-    if shape is None and budget is not None and lay.phv_bits > budget and lay.passes > 1 and profile.is_tna:
-        streamed = phv_bits(profile, table, spec, elements, lay.passes, "stream")
-        if streamed <= budget:
-            lay.mode, lay.phv_bits = "stream", streamed
     if budget is not None and lay.phv_bits > budget:
         held = lay.per_pass if lay.mode == "stream" else elements
         lay.failure = ("elements", f"elements_per_packet={elements} needs {lay.phv_bits} PHV bits (headers, {held} x {w}-bit "
-                                   f"values, metadata); {profile.name} has {budget}")
+                                   f"values, metadata); {profile.phv_budget_text}")
     return lay
 
 

@@ -37,6 +37,7 @@ _INT_FIELDS: dict[str, tuple[int, int, bool]] = {
     "register_spare_blocks": (0, 1 << 16, False),
     "phv_bits": (64, 1 << 20, False),
     "tagalong_bits": (0, 1 << 20, False),
+    "phv_allocatable_bits": (64, 1 << 20, False),
     "max_register_entries": (1, 1 << 32, False),
     "max_passes": (1, 64, True),
     "mtu_bytes": (128, 65535, True),
@@ -75,6 +76,7 @@ class TargetProfile:
     register_spare_blocks: int | None = None
     phv_bits: int | None = None
     tagalong_bits: int | None = None
+    phv_allocatable_bits: int | None = None      # the most the compiler allocates, when below the containers
     max_register_entries: int | None = None
     aggregate_rate_gbps: float | None = None
     port_gbps: float | None = None          # fastest front-panel port
@@ -103,6 +105,23 @@ class TargetProfile:
 
     @property
     def phv_budget_bits(self) -> int | None:
+        """PHV bits a program may occupy: the containers' bits, or less where the compiler is known to
+        fail to allocate more (``phv_allocatable_bits``, measured on p4gen's own programs)."""
+        containers = self.phv_container_bits
+        if containers is None:
+            return None
+        return min(containers, self.phv_allocatable_bits or containers)
+
+    @property
+    def phv_budget_text(self) -> str:
+        """The PHV budget in words, for a "does not fit" line."""
+        budget, containers = self.phv_budget_bits, self.phv_container_bits
+        if budget == containers:
+            return f"{self.name} has {budget}"
+        return f"the Tofino compiler allocates at most {budget} of {self.name}'s {containers}"
+
+    @property
+    def phv_container_bits(self) -> int | None:
         if self.phv_bits is None:
             return None
         return self.phv_bits + (self.tagalong_bits or 0)
