@@ -69,13 +69,14 @@ def test_the_quoted_errors_were_found():
     assert {d for d, _, _ in _quoted_errors()} == {"README.md", "building.md"}
 
 
-def test_phv_bits_quoted_for_the_streamed_1kib_build(tmp_path, capsys, monkeypatch, cache):
-    m = re.search(r"`p4gen build --target\s+tofino --elements 256` now builds \((\d+) PHV bits\)",
+def test_phv_bits_quoted_for_the_streamed_build(tmp_path, capsys, monkeypatch, cache):
+    m = re.search(r"`p4gen build --target\s+tofino --elements 64` builds 4 passes of 16 \((\d+) PHV bits\)",
                   _text("docs/layout.md"))
-    assert m, "docs/layout.md no longer quotes the PHV bits of the --elements 256 build"
-    argv = ["build", "--target", "tofino", "--elements", "256", "--out", str(tmp_path / "e256")]
+    assert m, "docs/layout.md no longer quotes the PHV bits of the --elements 64 build"
+    argv = ["build", "--target", "tofino", "--elements", "64", "--out", str(tmp_path / "e64")]
     assert _run(argv, capsys, monkeypatch, tmp_path)[0] == 0
-    report = (tmp_path / "e256" / "report.txt").read_text()
+    report = (tmp_path / "e64" / "report.txt").read_text()
+    assert "64 per packet = 4 pass(es) of 16" in report
     printed = re.search(r"PHV bits (\d+)/\d+", report).group(1)
     assert m.group(1) == printed
 
@@ -93,13 +94,18 @@ def test_the_three_job_plan_is_what_plan_prints(tmp_path, capsys, monkeypatch):
 def test_readme_layout_figures_are_what_plan_prints(tmp_path, capsys, monkeypatch):
     readme = _text("README.md")
     command = re.search(r"^(p4gen plan [^\n&]+?) &&", readme, re.M).group(1)
-    saving = re.search(r"on Tofino1: 1 KiB in 4 folded\s+passes, (\d+)% faster than 64 per pass", readme)
-    assert saving, "README.md no longer quotes the layout search's gain on Tofino1"
+    saving = re.search(r"On Tofino1 the best is 64 elements in 4 folded\s+passes, (\d+)% faster than p4gen's default of "
+                       r"16 per pass\. SwitchML's\s+hand-written 1 KiB layout, which p4gen cannot build, is predicted to "
+                       r"take\s+(\d+)% less time than that", readme)
+    assert saving, "README.md no longer quotes the layout search's figures on Tofino1"
     rc, out, _ = _run(shlex.split(command)[1:] + ["--out", str(tmp_path / "l.json"), "--json"], capsys,
                       monkeypatch, tmp_path)
     assert rc == 0
     res = json.loads("\n".join(out))
     best = res["best"]
-    assert (best["elements_per_packet"], best["passes"], best["pipes"]) == (256, 4, 4), best   # 1 KiB, folded
-    default = next(r for r in res["references"] if r["label"].startswith("p4gen default (64 per packet"))
+    assert (best["elements_per_packet"], best["passes"], best["pipes"]) == (64, 4, 4), best   # folded
+    default = next(r for r in res["references"] if r["label"].startswith("p4gen default (16 per packet"))
     assert round(default["gain_pct"]) == int(saving.group(1)), default["gain_pct"]
+    switchml = next(r for r in res["references"] if r["label"] == "SwitchML 256 in 4 passes")
+    less = 1 - switchml["predicted"]["time_s"] / best["predicted"]["time_s"]
+    assert round(100 * less) == int(saving.group(2)), less

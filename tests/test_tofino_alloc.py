@@ -11,6 +11,7 @@ again where the compiler is on PATH, and a new sweep re-records this file.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -70,3 +71,13 @@ def test_tofino2_phv_limit_is_where_the_compiler_stopped_allocating():
     assert refused["compiler"] == "refused" and "PHV allocation was not successful" in refused["compiler_error"]
     with pytest.raises(InfeasibleError, match="PHV bits"):
         _plan(refused)
+
+
+def test_the_totals_quoted_in_the_docs_are_the_recorded_sweeps():
+    bench = Path(__file__).resolve().parent.parent / "bench" / "tofino.py"
+    spec = importlib.util.spec_from_file_location("bench_tofino", bench)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert [r["name"] for r in ROWS] == [name for name, _t, _a in mod.CONFIGS]
+    doc = (bench.parent.parent / "docs" / "building.md").read_text()
+    assert "\n".join(mod.summarise(ROWS)) in doc
