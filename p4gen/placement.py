@@ -41,7 +41,7 @@ COUNTER_ENTRY_BITS = 128     # a packets-and-bytes counter entry: two 64-bit cou
 @dataclass(frozen=True)
 class Placement:
     stage_of: dict[str, int] | None        # None: a target without MAU stages
-    stages_used: int | None                # stage 0 (tables) included; None without MAU stages
+    stages_used: int | None                # stage 0 (tables) and the tail included; None without MAU stages
     sram_blocks: int
 
     def as_tuple(self) -> tuple[tuple[str, int], ...] | None:
@@ -214,7 +214,7 @@ def place(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing) -> Pla
                 stage_of[r["name"]] = st
         for _ in range(nvals):
             stage_of[next(vi)["name"]] = st
-    used = max(stage_of.values(), default=0) + 1
+    used = max(stage_of.values(), default=0) + 1 + tm.tail
     return Placement(stage_of, used, sum(blocks(profile, r) for r in regs))
 
 
@@ -374,7 +374,7 @@ def certify(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing, stag
     h = opt.minimize(last)
     if opt.check() != z3.sat:
         return False
-    return opt.lower(h).as_long() + 1 == stages_used == opt.upper(h).as_long() + 1
+    return opt.lower(h).as_long() + 1 + tm.tail == stages_used == opt.upper(h).as_long() + 1 + tm.tail
 
 
 # ---------------------------------------------------------------------------------------------- one build

@@ -96,6 +96,7 @@ class Fit:
     mode: str = "resident"                   # PassShape.mode
     pipes: int = 1                           # PassShape.pipes: pipes the passes run in
     failure: tuple[str, str] | None = None   # (limit name, explanation)
+    tail: int = 0                            # stages after the last value array (placement.tail_stages)
 
 
 def _flood_group_base(profile: TargetProfile) -> int:
@@ -279,7 +280,7 @@ def _registers(profile: TargetProfile, spec: Spec, lay: Fit, slots: int, shape: 
             st["alus_limit"] = profile.alus_per_stage
             st["sram_blocks_limit"] = profile.register_sram_limit
         stages.append(st)
-    lay.registers, lay.stages = regs, stages
+    lay.registers, lay.stages, lay.tail = regs, stages, tm.tail
     if profile.has_stage_limits:
         geo = placement.RamGeometry.of(profile)
         for st in stages:
@@ -472,8 +473,9 @@ def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.De
 
 
 def _stages_used(lay: Fit) -> int:
-    """Stages the program needs: the last one holding a register, plus one (stage 0 looks the worker up)."""
-    return 1 + max((r["stage"] for r in lay.registers), default=0)
+    """Stages the program needs: the last one holding a register, plus one (stage 0 looks the worker up),
+    plus the stage a resident layout of several passes moves its values in."""
+    return 1 + max((r["stage"] for r in lay.registers), default=0) + lay.tail
 
 
 def _resources(profile: TargetProfile, lay: Fit) -> dict[str, Any]:
