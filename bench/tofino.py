@@ -91,6 +91,17 @@ def _largest(target: str, args: list[str], env: dict[str, str], tmp: Path) -> in
     return json.loads((tmp / "largest" / "report.json").read_text())["largest_slots"]
 
 
+def _default_elements(target: str, args: list[str], env: dict[str, str], tmp: Path) -> str:
+    """The elements per packet p4gen gives this target and protocol by default: a refused configuration
+    is made on the lifted profile with these, not with the larger default its lifted stages would allow."""
+    proto = args[args.index("--protocol") + 1] if "--protocol" in args else "switchml"
+    rc, _out, err = _p4gen(["build", "--target", target, "--protocol", proto, "--slots", "64",
+                            "--out", str(tmp / "default"), "--force"], env)
+    if rc != 0:
+        raise SystemExit(f"bench/tofino.py: the default {proto} build of {target} failed: {err}")
+    return str(json.loads((tmp / "default" / "plan.json").read_text())["params"]["elements_per_packet"])
+
+
 def _lifted(target: str, tmp: Path, alus: bool = False) -> Path:
     """A copy of the target's profile with its resource limits lifted (stages, SRAM and the rows it
     packs into, PHV and the compiler's PHV cap): a program p4gen refuses on the real limits is still
@@ -126,6 +137,8 @@ def run_one(name: str, target: str, args: list[str], env: dict[str, str], tmp: P
     else:
         row["p4gen"] = "does not fit"
         row["p4gen_error"] = err
+        if "--elements" not in args and "--layout" not in args:
+            args = [*args, "--elements", _default_elements(target, args, env, work)]
         build_args = ["build", "--target-file", str(_lifted(target, tmp)), *args]
     rc, _out, err = _p4gen([*build_args, "--compile", "--out", str(work / "compiled")], env)
     if rc != 0 and row["p4gen"] == "does not fit" and "stateful ALUs per stage" in err:
