@@ -47,6 +47,9 @@ def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, li
     raw = doc.get("jobs")
     if not isinstance(raw, list) or not all(isinstance(j, dict) for j in raw):
         raise SpecError(f"{p.name}: needs [[jobs]] tables")
+    if "switch_mac" in doc and not (isinstance(doc["switch_mac"], str) and _MAC.fullmatch(doc["switch_mac"])):
+        raise SpecError(f"{p.name}: switch_mac={doc['switch_mac']!r:.80} is not a MAC address (six hex octets, "
+                        f"e.g. 02:00:00:00:00:fe)")
     jobs, hosts, names = [], {}, set()
     for i, j in enumerate(raw):
         where = f"{p.name}: jobs[{i}]"
@@ -75,17 +78,14 @@ def load_jobs(path: str | Path) -> tuple[list[Job], dict[str, Any], dict[str, li
             raise SpecError(f"{where}: {exc}") from None
         jobs.append(Job(name, wl))
         if "hosts" in j:
-            hosts[name] = _hosts(j["hosts"], wl.workers, f"{where}.hosts")
-    if "switch_mac" in doc and not (isinstance(doc["switch_mac"], str) and _MAC.fullmatch(doc["switch_mac"])):
-        raise SpecError(f"{p.name}: switch_mac={doc['switch_mac']!r:.80} is not a MAC address (six hex octets, "
-                        f"e.g. 02:00:00:00:00:fe)")
+            hosts[name] = _hosts(j["hosts"], wl.workers, f"{where}.hosts", doc.get("switch_mac"))
     return jobs, {"switch_mac": doc["switch_mac"]} if "switch_mac" in doc else {}, hosts
 
 
 _MAC = re.compile(r"[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}")
 
 
-def _hosts(hs: Any, workers: int, where: str) -> list[dict]:
+def _hosts(hs: Any, workers: int, where: str, switch_mac: str | None = None) -> list[dict]:
     """A job's ``hosts``, checked by type and range as a job file's workers are (p4gen ctl refuses the
     job file otherwise): one table per worker with port, mac, ip, udp_port and maybe id."""
     import ipaddress
@@ -117,6 +117,16 @@ def _hosts(hs: Any, workers: int, where: str) -> list[dict]:
             ipaddress.IPv4Address(ip)
         except ValueError:
             raise SpecError(f"{where}[{k}].ip={ip!r} is not a dotted-quad IPv4 address") from None
+        for j, o in enumerate(out):             # the rules p4gen ctl applies to a job file's workers
+            if (o["port"], ipaddress.IPv4Address(o["ip"]), o["udp_port"]) == \
+                    (entry["port"], ipaddress.IPv4Address(ip), entry["udp_port"]):
+                raise SpecError(f"{where}[{k}] repeats hosts[{j}]'s port, ip and udp_port; the switch could not "
+                                f"tell them apart")
+            if o["mac"].lower() == mac.lower() and o["port"] != entry["port"]:
+                raise SpecError(f"{where}[{k}].mac={mac} is on port {entry['port']} but hosts[{j}] has it on "
+                                f"port {o['port']}")
+        if switch_mac is not None and mac.lower() == switch_mac.lower():
+            raise SpecError(f"{where}[{k}].mac={mac} is the switch_mac")
         out.append({"id": entry["id"], "port": entry["port"], "mac": mac, "ip": ip, "udp_port": entry["udp_port"]})
     return out
 
