@@ -9,7 +9,11 @@ work around it:
 * **in the stateful ALU**: the comparisons the results branch on (``atoms``, one compare unit each),
   the new value of each register lane (``updates``) and what the action returns (``outputs``);
 * **after** (``results``): what the packet or the decision carries on, computed from the returned
-  words.  When an output needs more comparisons than the ALU has, or a comparison the ALU cannot make
+  words;
+* **in a harvest pass** (``harvest``): a register pair whose outputs are both lanes as the action leaves
+  them, on a stateful ALU that returns fewer words than that (Tofino 1: one), returns the last lanes in
+  the pass that updates it and the others in one more pass, whose RegisterAction reads them and changes
+  nothing (p4app-switchML's ``sum_read1`` / ``read0``).  When an output needs more comparisons than the ALU has, or a comparison the ALU cannot make
   (a bit test against a per-worker mask), the ALU returns the register's old value and the output is
   computed from it in the match-action stages that follow (:func:`mau_form` says how).
 
@@ -36,6 +40,7 @@ MEM = "mem."      # a register lane's value when the action starts: mem.value (o
 IN = "in."        # a packet field or metadata the action reads
 TMP = "tmp."      # metadata computed before the action
 RV = "rv."        # the action's returned words, as the stages after it see them
+HV = "hv."        # the words a harvest pass's RegisterAction returns (lanes as the action left them)
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,13 @@ class Lowered:
     hoisted: tuple[tuple[str, Expr], ...] = ()  # tmp name -> what it holds (packet fields and metadata only)
     results: tuple[Expr, ...] = ()              # per output of the op: over rv.k, in.* and tmp.* leaves
     split: bool = False                         # the results are computed after the ALU
+    harvest: tuple[Expr, ...] = ()              # words a harvest pass reads (mem.<lane>: the lane as this action
+                                                # left it); results read them as hv.k
+
+    @property
+    def harvested(self) -> bool:
+        """Some result needs a harvest pass (the ALU returns fewer words than the op's outputs)."""
+        return bool(self.harvest)
 
     def inputs(self) -> set[str]:
         """The packet fields, metadata and temporaries the RegisterAction reads."""
@@ -347,6 +359,12 @@ def lower(role: str, op: str, caps: SaluCaps, *, pair: bool, copy: int | None = 
             raise SaluError(f"{role}.{op}: lane {lane} needs {len(forms)} update instructions; it has "
                             f"{caps.alus_per_lane}")
 
+    hv = _harvest_form(outs, news, lanes, upd_atoms, caps) if pair and len(outs) > caps.output_words else None
+    if hv is not None:
+        now, later, results = hv
+        return Lowered(role, op, copy, lanes, True, tuple(upd_atoms), news, now, tuple(hoisted), results,
+                       harvest=later)
+
     if _outputs_fit(outs, upd_atoms, news, caps, pair):
         atoms = upd_atoms + [a for a in conditions(outs) if key(a) not in {key(u) for u in upd_atoms}]
         rvs = tuple(opgraph.leaf(f"{RV}{i}", o.bits) for i, o in enumerate(outs))
@@ -400,6 +418,39 @@ def _outputs_fit(outs: list[Expr], upd_atoms: list[Expr], news: dict[str, Expr],
     return len(spare) <= caps.spare_outputs
 
 
+def _harvest_form(outs: list[Expr], news: dict[str, Expr], lanes: tuple[str, ...], upd_atoms: list[Expr],
+                  caps: SaluCaps) -> tuple[tuple[Expr, ...], tuple[Expr, ...], tuple[Expr, ...]] | None:
+    """A register pair whose outputs are lanes' values after the action (or fields and constants), more
+    outputs than the ALU returns words: (the words returned in this pass, the lanes a harvest pass reads, the
+    results over rv.k, hv.k, fields and constants), or None when the outputs are not of that form.
+
+    A field or constant output is no returned word (the packet carries it, or the stages set it).  The last
+    lanes are returned by the action that updates them (a lane's ALU output, or the stored word when the
+    action leaves it), the others by one harvest pass (at most ``output_words`` of them)."""
+    if upd_atoms:
+        return None                     # a lane chosen by a comparison: not a plain read of the lane
+    after = {(key(news[ln]) if ln in news else MEM + ln): ln for ln in lanes}
+    reads: list[str | None] = []
+    for o in outs:
+        if o.kind == "const" or _is_field(o):
+            reads.append(None)
+        elif key(o) in after:
+            reads.append(after[key(o)])
+        else:
+            return None
+    read = list(dict.fromkeys(ln for ln in reads if ln is not None))
+    split = max(0, len(read) - caps.output_words)
+    now, later = read[split:], read[:split]
+    if len(later) > caps.output_words:
+        raise SaluError(f"a register of {len(read)} lanes needs {len(later)} words in a harvest pass; the stateful "
+                        f"ALU returns {caps.output_words}")
+    words = tuple(news.get(ln, opgraph.leaf(MEM + ln)) for ln in now)
+    results = tuple(o if ln is None else
+                    opgraph.leaf(f"{RV}{now.index(ln)}", o.bits) if ln in now else
+                    opgraph.leaf(f"{HV}{later.index(ln)}", o.bits) for o, ln in zip(outs, reads))
+    return words, tuple(opgraph.leaf(MEM + ln) for ln in later), results
+
+
 def _spare_form(e: Expr) -> bool:
     """A constant, or one operator on the register word and a field or constant (a spare ALU's work)."""
     if e.kind == "const":
@@ -414,8 +465,9 @@ def _spare_form(e: Expr) -> bool:
 def check_register(name: str, actions: list[Lowered], caps: SaluCaps) -> None:
     """The rules that bind all the RegisterActions of one register together."""
     running = [a for a in actions if a.touches]
-    if len(running) > caps.actions_per_register:
-        raise SaluError(f"register {name} needs {len(running)} RegisterActions; a register has "
+    harvests = {tuple(key(h) for h in a.harvest) for a in running if a.harvest}   # one read each, shared
+    if len(running) + len(harvests) > caps.actions_per_register:
+        raise SaluError(f"register {name} needs {len(running) + len(harvests)} RegisterActions; a register has "
                         f"{caps.actions_per_register}")
     inputs = set().union(*(a.inputs() for a in running)) if running else set()
     if len(inputs) > caps.inputs_per_register:
@@ -518,4 +570,4 @@ def describe(low: Lowered) -> dict[str, Any]:
     return {"role": low.role, "op": low.op, "copy": low.copy, "touches": low.touches, "split": low.split,
             "compares": [key(a) for a in low.atoms], "updates": {k: key(v) for k, v in low.updates.items()},
             "outputs": [key(o) for o in low.outputs], "hoisted": [(n, key(e)) for n, e in low.hoisted],
-            "results": [key(r) for r in low.results]}
+            "results": [key(r) for r in low.results], "harvest": [key(h) for h in low.harvest]}
