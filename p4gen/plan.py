@@ -35,6 +35,7 @@ from .decision import Codes, DecisionTable, FrozenMap
 from .errors import P4genError, PlanError
 from .fileread import parse_json, read_text
 from .plan_reader import FIELD_KINDS, Reader, names
+from .plan_structure import header_dict, plain, structure_problem
 from .spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
 from .target import TargetProfile, profile_from_mapping
 
@@ -342,28 +343,11 @@ class Plan:
     # -- serialisation ------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """plan.json as a JSON-able document."""
-        def plain(obj: Any) -> Any:
-            if dataclasses.is_dataclass(obj):
-                return {f.name: plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                        if not (getattr(obj, f.name) is None and f.default is None)}
-            if isinstance(obj, Mapping):
-                return {k: plain(v) for k, v in obj.items()}
-            if isinstance(obj, tuple):
-                return [plain(x) for x in obj]
-            return obj
-
         params = plain(self.params)
         params.update(op_codes=plain(self.codes.ops), codes=plain(self.codes.observations),
                       outcome_codes=plain(self.codes.outcomes), stats=list(self.stats))
         stages = [{k: v for k, v in plain(s).items() if not (k == "tables" and not v)} for s in self.stages]
-        headers = []
-        for h in self.headers:
-            d = plain(h)
-            if h.repeat == 1 and h.name != "data":
-                d.pop("repeat")
-            if not h.internal:
-                d.pop("internal")
-            headers.append(d)
+        headers = [header_dict(h) for h in self.headers]
         tables = []
         for t in self.tables:
             d = plain(t)
@@ -506,7 +490,8 @@ def _check_params(r: Reader, p: Params) -> None:
     if p.bitmap_word_bits != 32 or p.bitmap_words != words:
         raise r.fail(f"bitmap_words={p.bitmap_words!r} x bitmap_word_bits={p.bitmap_word_bits!r} must be "
                      f"{math.ceil(p.max_workers / 32)} x 32 for max_workers={p.max_workers}")
-    if p.passes < 1 or p.elements_per_pass * p.passes != p.elements_per_packet or p.elements_per_pass % p.lanes:
+    if (p.passes < 1 or p.lanes < 1 or p.elements_per_pass * p.passes != p.elements_per_packet
+            or p.elements_per_pass % p.lanes):
         raise r.fail(f"elements_per_packet={p.elements_per_packet} is not passes={p.passes} x elements_per_pass="
                      f"{p.elements_per_pass} of whole {p.lanes}-lane register entries")
 
@@ -553,6 +538,9 @@ def _check_program(r: Reader, plan: Plan) -> None:
     if tuple(plan.decision.parsed) != protocols.protocol(plan.protocol).parsed:
         raise r.fail(f"the decision table takes the observations {list(plan.decision.parsed)} from the parser; "
                      f"an {plan.protocol} plan's parser makes {list(protocols.protocol(plan.protocol).parsed)}")
+    why = structure_problem(plan)
+    if why:
+        raise r.fail(f"{why}; rebuild it with p4gen build")
 
 
 def op_codes() -> dict[str, dict[str, int]]:

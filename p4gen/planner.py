@@ -28,56 +28,18 @@ recirculated: pass p uses the same value arrays at index ``(slot_copy << pass_bi
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__, decision, placement, protocols, salu_steps
+from . import __version__, decision, placement, protocols
 from .errors import InfeasibleError
 from .pass_shape import PassShape, shape_problem
 from .plan import SCHEMA, Plan, op_codes as ops_op_codes
+from .program import (MAX_HEADER_SLOTS, SLOT_BITS, pass_header, plan_headers, plan_params, program_metadata,
+                      p4names, program_objects, register_geometry, wire_headers)
 from .registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
-from .salu import SaluCaps
 from .spec import Spec
 from .target import TargetProfile
-
-UDP_PORT_MIN = 0xBEE0
-UDP_PORT_MAX = 0xBEEF
-EXPONENT_BIAS = 127
-SLOT_BITS = 15                      # pool_index = copy(1) . slot(15)
-MAX_HEADER_SLOTS = 1 << SLOT_BITS
-FLOOD_GROUP_BASE = 0x8000           # flood group for ingress port p is FLOOD_GROUP_BASE + p
-PORTS = 512                         # 9-bit ports: one flood group each
-RECIRC_PORT = {"tna": 68, "t2na": 6, "v1model": 0}
-
-HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
-    ("ethernet", [("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)]),
-    ("ipv4", [("version", 4), ("ihl", 4), ("diffserv", 8), ("total_len", 16), ("identification", 16),
-              ("flags", 3), ("frag_offset", 13), ("ttl", 8), ("protocol", 8), ("hdr_checksum", 16),
-              ("src_addr", 32), ("dst_addr", 32)]),
-    ("udp", [("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)]),
-    # msg_type: 0 = contribution (worker -> switch), 1 = result (switch -> worker)
-    ("agg", [("msg_type", 4), ("flags", 4), ("job", 8), ("exponent", 8), ("tsi", 32), ("pool_index", 16)]),
-]
-# prepended to a packet that recirculates for its next pass (multi-pass layouts)
-PASS_HEADER = ("recirc", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16),
-                          ("port", 16), ("vidx", 32)])
-# a streamed layout's pass header also says whether the pass consumes (0) or harvests (1) a chunk
-STREAM_PASS_HEADER = (PASS_HEADER[0], PASS_HEADER[1] + [("phase", 8)])
-PHASE_CONSUME, PHASE_HARVEST = 0, 1
-
-METADATA: list[tuple[str, int]] = [
-    ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
-    ("slot_base", 16), ("slot_count", 16), ("mgid", 16), ("slot", 16), ("copy", 1),
-    ("sc_index", 32), ("vidx", 32), ("cmp", 8), ("seen", 8), ("count", 8), ("values_op", 8),
-    ("outcome", 8), ("stat", 8), ("in_port", 16), ("data", 8),
-    ("bound", 32),           # two of the job's windows: how far ahead of a copy's chunk a newer tsi may be
-    ("room", 16),            # slots of the job's range from the packet's on (0: the slot is past the range)
-]
-# the fields a Tofino program reads whatever its decision (the rest by the steps it has, see program_metadata)
-TNA_METADATA = ("known", "num_workers", "mgid", "slot", "copy", "vidx", "values_op", "outcome", "stat",
-                "in_port", "room")
-
 
 @dataclass
 class Fit:
@@ -99,14 +61,6 @@ class Fit:
     tail: int = 0                            # stages after the last value array (placement.tail_stages)
 
 
-def _flood_group_base(profile: TargetProfile) -> int:
-    """The first of the per-port flood groups: FLOOD_GROUP_BASE, or the top PORTS group ids below the
-    target's multicast group limit."""
-    if profile.multicast_group_limit is None:
-        return FLOOD_GROUP_BASE
-    return min(FLOOD_GROUP_BASE, profile.multicast_group_limit - PORTS)
-
-
 def _value_capacity(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, passes: int = 1,
                     mode: str = "resident") -> int | None:
     """Value arrays one pass can host besides the table's other steps, or None when unbounded."""
@@ -120,16 +74,6 @@ def _value_capacity(profile: TargetProfile, table: decision.DecisionTable, spec:
 
 def step_timing(profile: TargetProfile, table: decision.DecisionTable, spec: Spec) -> placement.Timing:
     return placement.timing(profile, table, spec.max_workers, spec.value_width)
-
-
-def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The header layout of ``protocol``: its agg header carries the protocol's own fields too."""
-    extra = list(protocols.protocol(protocol).agg_fields)
-    return [(n, f + extra if n == "agg" else f) for n, f in HEADERS]
-
-
-def pass_header(mode: str) -> tuple[str, list[tuple[str, int]]]:
-    return STREAM_PASS_HEADER if mode == "stream" else PASS_HEADER
 
 
 def _header_bits(passes: int, protocol: str, mode: str = "resident") -> int:
@@ -180,11 +124,6 @@ def _choose_passes(profile: TargetProfile, table: decision.DecisionTable, spec: 
                 if budget is None or phv_bits(profile, table, spec, elements, passes, mode) <= budget:
                     return passes, k, mode
     return first
-
-
-def register_geometry(spec: Spec, profile: TargetProfile, slots: int, per_pass: int, pass_bits: int,
-                      pipes: int) -> Geometry:
-    return Geometry(slots, spec.max_workers, spec.value_width, per_pass, profile.lanes_per_register, pass_bits, pipes)
 
 
 def _shape(profile: TargetProfile, spec: Spec, variant: str, elements: int, slots: int,
@@ -414,64 +353,6 @@ def fit(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> F
     raise _infeasible(profile, spec, first_failure, shape)
 
 
-# ---------------------------------------------------------------------------
-# P4 program structure: tables, actions, counters and their P4Runtime IDs
-
-def _program(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.DecisionTable,
-             registers: list[dict[str, Any]], profile: TargetProfile) -> tuple[list, list, list, list]:
-    jobs_x_workers = spec.jobs * spec.max_workers
-    actions: list[dict[str, Any]] = []
-    tables: list[dict[str, Any]] = []
-
-    def action(name, params=(), scope="ingress"):
-        a = {"name": name, "scope": scope, "params": [{"name": n, "bits": b} for n, b in params]}
-        actions.append(a)
-        return name
-
-    set_worker = action("set_worker", [("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
-                                       ("slot_base", 16), ("slot_count", 16), ("mgid", 16)])
-    drop_unknown = action("drop_unknown")
-    l2_unicast = action("l2_unicast", [("port", 9)])
-    l2_flood = action("l2_flood")
-    tables.append({"name": "workers", "scope": "ingress", "size": jobs_x_workers,
-                   "keys": [{"name": "job", "field": "agg.job", "bits": 8, "match": "exact"},
-                            {"name": "ingress_port", "field": "ingress_port", "bits": 9, "match": "exact"},
-                            {"name": "src_addr", "field": "ipv4.src_addr", "bits": 32, "match": "exact"},
-                            {"name": "src_port", "field": "udp.src_port", "bits": 16, "match": "exact"}],
-                   "actions": [set_worker, drop_unknown], "default_action": drop_unknown, "const": False})
-    tables.append({"name": "l2_forward", "scope": "ingress", "size": 1024,
-                   "keys": [{"name": "dst_addr", "field": "ethernet.dst_addr", "bits": 48, "match": "exact"}],
-                   "actions": [l2_unicast, l2_flood], "default_action": l2_flood, "const": False})
-    per_array = None
-    if profile.is_tna:            # one stateful ALU per action: the bitmap words and value arrays get tables
-        per_array = {}
-        for r in registers:
-            if r["role"] in ("bitmap", "values"):
-                per_array.setdefault(r["role"], []).append(r["name"])
-    dt_tables, dt_actions = decision.p4_tables(table, op_codes, per_array)
-    actions.extend(dt_actions)
-    tables.extend(dt_tables)
-    set_dst = action("set_result_dst", [("dst_mac", 48), ("dst_ip", 32), ("dst_port", 16)], scope="egress")
-    not_a_result = action("not_a_result", scope="egress")
-    tables.append({"name": "result_dst", "scope": "egress", "size": jobs_x_workers,
-                   "keys": [{"name": "rid", "field": "egress_rid", "bits": 16, "match": "exact"}],
-                   "actions": [set_dst, not_a_result], "default_action": not_a_result, "const": False})
-
-    counters = [{"name": "stats", "scope": "ingress", "size": len(decision.STATS), "unit": "packets_and_bytes",
-                 "indices": list(decision.STATS)}]
-    p4regs = [{"name": r["name"], "scope": "ingress", "size": r["entries"], "bits": r["entry_bits"]} for r in registers]
-
-    for i, a in enumerate(actions):
-        a["id"] = 0x01000000 | (i + 1)
-    for i, t in enumerate(tables):
-        t["id"] = 0x02000000 | (i + 1)
-    for i, c in enumerate(counters):
-        c["id"] = 0x12000000 | (i + 1)
-    for i, r in enumerate(p4regs):
-        r["id"] = 0x16000000 | (i + 1)
-    return tables, actions, counters, p4regs
-
-
 def _stages_used(lay: Fit) -> int:
     """Stages the program needs: the last one holding a register, plus one (stage 0 looks the worker up),
     plus the stage a resident layout of several passes moves its values in."""
@@ -513,61 +394,16 @@ def _alternative(profile: TargetProfile, spec: Spec, lay: Fit, shape: PassShape 
                                    - sum(r["entries"] * r["entry_bits"] for r in lay.registers)}
 
 
-def program_metadata(profile: TargetProfile, table: decision.DecisionTable, spec: Spec, passes: int,
-                     mode: str) -> list[tuple[str, int]]:
-    """The program's metadata fields.  On a target with stateful ALUs, the fields the Tofino program
-    reads (the compiler drops the others: declaring them would only misstate the PHV), with what the
-    decision steps compute around their registers (:mod:`p4gen.salu_steps`); elsewhere the common set.
-    Both have one bitmap mask per word and a streamed layout's phase."""
-    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
-    caps = SaluCaps.of(profile)
-    if caps is None:
-        out = list(METADATA)
-    else:
-        keep = set(TNA_METADATA) | ({"word", "mask"} if words > 1 else set())
-        keep |= {st.yields for st in table.steps if st.yields}
-        keep |= {"data"} if protocols.protocol(spec.protocol).sparse else set()
-        keep |= {"bound"} if "chunk" in table.roles else set()
-        out = [(n, b) for n, b in METADATA if n in keep]
-    out += [(f"mask{i}", 32) for i in range(words)]
-    if caps is not None and passes > 1:
-        out.append(("hport", 16))      # folded passes: this pipe's recirculation port
-    if caps is not None:
-        have = {n for n, _b in out}
-        regs = register_arrays(table, register_geometry(spec, profile, 1, profile.lanes_per_register, 0, 1))
-        out += [(n, b) for n, b in salu_steps.fields(salu_steps.program(table, regs, caps, spec.value_width))
-                if n not in have]
-    return out
-
-
 def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None) -> Plan:
     """Run the planner passes and return the Plan (``shape``: a layout from ``p4gen plan``)."""
     lay = fit(spec, profile, shape)
     table = protocols.decision_table(lay.variant, spec.protocol)
-    words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
     op_codes = ops_op_codes()
-    params = {
-        "max_workers": spec.max_workers, "jobs": spec.jobs, "slots": lay.slots, "copies": 2,
-        "elements_per_packet": lay.elements, "elements_per_pass": lay.per_pass, "passes": lay.passes,
-        "pass_bits": lay.pass_bits, "pass_mode": lay.mode, "pass_pipes": lay.pipes,
-        "value_width": spec.value_width, "lanes": profile.lanes_per_register,
-        "bitmap_words": words, "bitmap_word_bits": BITMAP_WORD_BITS, "slot_bits": SLOT_BITS,
-        "udp_port_min": UDP_PORT_MIN, "udp_port_max": UDP_PORT_MAX, "exponent_bias": EXPONENT_BIAS,
-        "flood_group_base": _flood_group_base(profile), "recirc_port": RECIRC_PORT[profile.arch],
-        "msg_contribution": 0, "msg_result": 1,
-        "op_codes": op_codes,
-        "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES, "stats": list(decision.STATS),
-    }
-    headers = [{"name": n, "fields": [{"name": f, "bits": b} for f, b in fields],
-                "bytes": sum(b for _, b in fields) // 8} for n, fields in wire_headers(spec.protocol)]
-    headers.append({"name": "data", "repeat": lay.passes,
-                    "fields": [{"name": f"d{i}", "bits": spec.value_width} for i in range(lay.per_pass)],
-                    "bytes": lay.per_pass * spec.value_width // 8})
-    if lay.passes > 1:
-        name, fields = pass_header(lay.mode)
-        headers.append({"name": name, "internal": True, "fields": [{"name": f, "bits": b} for f, b in fields],
-                        "bytes": sum(b for _, b in fields) // 8})
-    tables, actions, counters, p4regs = _program(spec, op_codes, table, lay.registers, profile)
+    params = {**plan_params(spec, profile, lay.slots, lay.elements, lay.per_pass, lay.passes, lay.mode, lay.pipes),
+              "op_codes": op_codes, "codes": decision.CODES, "outcome_codes": decision.OUTCOME_CODES,
+              "stats": list(decision.STATS)}
+    headers = plan_headers(spec.protocol, spec.value_width, lay.per_pass, lay.passes, lay.mode)
+    tables, actions, counters, p4regs = program_objects(spec, op_codes, table, lay.registers, profile)
     for r, p in zip(lay.registers, p4regs):
         r["id"] = p["id"]
     norm_spec = spec.to_dict()
@@ -592,7 +428,6 @@ def make_plan(spec: Spec, profile: TargetProfile, shape: PassShape | None = None
         "resources": _resources(profile, lay),
         "alternative": _alternative(profile, spec, lay, shape),
         "limits": {"largest_slots": _largest_slots(profile, spec, lay, shape)},
-        "p4names": {"ingress": "P4genIngress", "egress": "P4genEgress",
-                    "prefix": "pipe." if profile.is_tna else ""},
+        "p4names": p4names(profile),
     }
     return Plan.from_dict(data)

@@ -24,7 +24,8 @@ from .. import placement, protocols
 from ..decision import DecisionTable
 from ..errors import InfeasibleError
 from ..pass_shape import PassShape
-from ..planner import MAX_HEADER_SLOTS, fit, phv_bits, register_geometry, wire_headers
+from ..planner import fit, phv_bits
+from ..program import MAX_HEADER_SLOTS, register_geometry, wire_headers
 from ..registers import register_arrays
 from ..spec import Spec, make_spec
 from ..target import TargetProfile

@@ -24,6 +24,12 @@ class ModelError(P4genError):
     """A control-plane request names an unknown table, action, field or group, or a value does not fit."""
 
 
+# What the packet paths read of an entry, by parameter name (the look-up dicts hold these, in this order,
+# whatever order the plan lists an action's parameters in: every reader takes them by name)
+WORKER_ARGS = ("worker_id", "word", "mask", "num_workers", "slot_base", "slot_count", "mgid")
+RESULT_DST_ARGS = ("dst_mac", "dst_ip", "dst_port")
+L2_ARGS = ("port",)
+
 
 @dataclass
 class _Table:
@@ -309,9 +315,14 @@ class SwitchState:
                                   for e in self.read("workers")}
         return self._worker_ports
 
+    def _args(self, table: str, action: str, val: tuple, names: tuple[str, ...]) -> tuple:
+        """An entry's action arguments ``val`` (in the plan's order) as the values of ``names``."""
+        q = dict(zip((x.name for x in self._tables[table].actions[action]), val))
+        return tuple(q[n] for n in names)
+
     def _check_entry(self, table: str, action: str, val: tuple) -> None:
         if table == "workers" and action == "set_worker":
-            q = dict(zip((x.name for x in self._tables["workers"].actions["set_worker"]), val))
+            q = dict(zip(WORKER_ARGS, self._args(table, action, val, WORKER_ARGS)))
             slots = self._params.slots
             if q["slot_base"] + q["slot_count"] > slots:
                 raise ModelError(f"set_worker slot_base={q['slot_base']} + slot_count={q['slot_count']} "
@@ -330,16 +341,23 @@ class SwitchState:
             order = self._wkey_order
             fast = {}
             for key, (action, val) in t.entries.items():
-                fast[tuple(key[i] for i in order)] = val if action == "set_worker" else None
+                fast[tuple(key[i] for i in order)] = (self._args(table, action, val, WORKER_ARGS)
+                                                      if action == "set_worker" else None)
             _replace(self.workers, fast)
             self._worker_ports = None
         elif table == "l2_forward":
-            _replace(self.l2, {key[0].to_bytes(6, "big"): (val[0] if action == "l2_unicast" else None)
+            _replace(self.l2, {key[0].to_bytes(6, "big"): (self._args(table, action, val, L2_ARGS)[0]
+                                                            if action == "l2_unicast" else None)
                                for key, (action, val) in t.entries.items()})
         elif table == "result_dst":
-            _replace(self.result_dst, {key[0]: ((val[0].to_bytes(6, "big"), val[1], val[2])
-                                                 if action == "set_result_dst" else None)
-                                       for key, (action, val) in t.entries.items()})
+            fast = {}
+            for key, (action, val) in t.entries.items():
+                if action == "set_result_dst":
+                    mac, ip, port = self._args(table, action, val, RESULT_DST_ARGS)
+                    fast[key[0]] = (mac.to_bytes(6, "big"), ip, port)
+                else:
+                    fast[key[0]] = None
+            _replace(self.result_dst, fast)
         for callback in self._listeners[table]:
             callback()
 
