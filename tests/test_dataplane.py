@@ -385,3 +385,66 @@ def test_tagged_frames_are_forwarded_on_l2_with_their_tag_as_the_model_does(netn
     assert got == want
     counts = {k: v["packets"] for k, v in json.loads(stats.read_text())["stats"].items()}
     assert counts["absorbed"] == 0 and counts["l2_flood"] == 3 and counts["l2_unicast"] == 1
+
+
+OVERSIZED_CHILD = r"""
+import json, socket, sys, time
+spec = json.loads(sys.argv[1])
+tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+tx.bind(("w0", 0))
+rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+rx.bind(("w1", 0))
+rx.setblocking(False)
+got = []
+head = bytes.fromhex(spec["head"])
+for n in spec["lengths"]:
+    tx.send(head + bytes(n - len(head)))
+    time.sleep(0.2)
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    try:
+        while True:
+            data, addr = rx.recvfrom(65536)
+            if addr[2] != 4:
+                got.append(len(data))
+    except BlockingIOError:
+        time.sleep(0.01)
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.parametrize("rings", [True, False], ids=["rings", "sockets"])
+def test_frames_longer_than_a_ring_block_are_counted_and_dropped_and_forwarding_goes_on(netns, tmp_path, rings):
+    """A 40,000-byte and a 65,535-byte frame (longer than a receive ring's 32 KiB block, and than any frame of
+    the plan's target) are counted as ``rx_oversized`` and dropped; the frames before and after them are
+    forwarded.  Before, the first such frame on rings ended the data plane ("take() again before release()")."""
+    plan = make_plan(make_spec(slots=8, elements_per_packet=64), load_target("bmv2"))
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    cfg = {"tables": {}, "groups": {str(plan.params.flood_group_base + 1): [[2, 0]]}}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    for dev in ("w0", "s0"):
+        sh("ip", "-n", netns, "link", "set", dev, "mtu", "65535")
+    head = bytes.fromhex("ffffffffffff" "020000000100") + b"\x88\xb5"          # flooded: to port 2
+    lengths = [114, 40000, 114, 65535, 114]
+    stats = tmp_path / "stats.json"
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
+                           "--plan", str(tmp_path), "--config", str(tmp_path / "cfg.json"), "--stats", str(stats),
+                           "--stats-interval", "0.1", "--port", "1=s0", "--port", "2=s1"]
+                          + ([] if rings else ["--no-rings"]), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(stats, dp, "the data plane did not start")
+        child = sh("ip", "netns", "exec", netns, sys.executable, "-c", OVERSIZED_CHILD,
+                   json.dumps({"head": head.hex(), "lengths": lengths}))
+        got = json.loads(child.stdout)
+        assert dp.poll() is None, dp.stderr.read()
+    finally:
+        rc = _stop(dp)
+    assert rc == 0, dp.stderr.read()
+    final = json.loads(stats.read_text())
+    port = final["ports"]["1"]
+    print(f"{'rings' if rings else 'sockets'}: port 1 {port}, rx_errors {final['rx_errors']}, "
+          f"l2_flood {final['stats']['l2_flood']['packets']}")
+    assert got == [114] * 3
+    assert port["io"] == ("ring" if rings else "socket")
+    assert port["rx_oversized"] == 2 and port["rx"] == 3 and final["rx_errors"] == 0
+    assert final["stats"]["l2_flood"]["packets"] == 3

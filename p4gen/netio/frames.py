@@ -57,6 +57,7 @@ class SocketPort:
     def __init__(self, ifname: str, *, rcvbuf: int = 1 << 25, sndbuf: int = 1 << 23):
         self.ifname = ifname
         self.ignore_outgoing = True
+        self.truncated = 0               # frames longer than MAX_FRAME, left out
         # protocol 0: the socket hears nothing until bind names the interface and ETH_P_ALL,
         # so no frame of another interface is queued in between
         self.sock = s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
@@ -84,15 +85,19 @@ class SocketPort:
             pass
 
     def recv(self, max_frames: int) -> tuple[list[bytes], int]:
-        """(up to ``max_frames`` queued frames, receive errors); never blocks."""
+        """(up to ``max_frames`` queued frames, receive errors); never blocks.  A frame longer than
+        :data:`MAX_FRAME` is left out and counted in :attr:`truncated`."""
         out: list[bytes] = []
         append = out.append
         recvmsg, room = self.sock.recvmsg, socket.CMSG_SPACE(AUXDATA.size)
         keep_out = not self.ignore_outgoing
         try:
             for _ in range(max_frames):
-                frame, anc, _flags, addr = recvmsg(MAX_FRAME, room)
+                frame, anc, flags, addr = recvmsg(MAX_FRAME, room)
                 if keep_out and addr[2] == PACKET_OUTGOING:     # our own transmissions, seen by the tap
+                    continue
+                if flags & socket.MSG_TRUNC:                    # longer than any frame a port carries
+                    self.truncated += 1
                     continue
                 for level, kind, data in anc:
                     if level == SOL_PACKET and kind == PACKET_AUXDATA and len(data) >= AUXDATA.size:
@@ -107,10 +112,12 @@ class SocketPort:
             return out, 1
         return out, 0
 
-    def take(self, max_frames: int) -> tuple[list[np.ndarray], int]:
-        """As :meth:`p4gen.netio.rings.RingSocket.take`: the queued frames as (1, length) arrays."""
+    def take(self, max_frames: int) -> tuple[list[np.ndarray], int, int]:
+        """As :meth:`p4gen.netio.rings.RingSocket.take`: the queued frames as (1, length) arrays, the frames
+        left out as longer than :data:`MAX_FRAME`, and the receive errors."""
+        before = self.truncated
         frames, err = self.recv(max_frames)
-        return [np.frombuffer(f, np.uint8).reshape(1, -1) for f in frames], err
+        return [np.frombuffer(f, np.uint8).reshape(1, -1) for f in frames], self.truncated - before, err
 
     def release(self) -> None:
         pass

@@ -316,9 +316,11 @@ class RingSocket:
             o += mv[(o + H3_NEXT) >> 2]
         return truncated
 
-    def take(self, max_frames: int = 1 << 30) -> tuple[list[np.ndarray], int]:
-        """The ready frames as (n, length) uint8 views into the ring, in arrival order, and the count
-        of frames left out as truncated; the views stay valid until :meth:`release`.
+    def take(self, max_frames: int = 1 << 30) -> tuple[list[np.ndarray], int, int]:
+        """The ready frames as (n, length) uint8 views into the ring, in arrival order, the count of
+        frames left out because they were longer than a ring block holds (the kernel cut them short),
+        and 0 (receive errors: a ring has none); the views stay valid until :meth:`release`, which must
+        be called after every take, whatever it returned.
 
         Whole blocks are taken, so up to one block more than ``max_frames``
         may be returned.  A frame whose VLAN tag the kernel stripped comes
@@ -328,14 +330,14 @@ class RingSocket:
             raise RuntimeError("take() again before release()")
         blocks = self._ready_blocks(max_frames)
         if not blocks:
-            return [], 0
-        runs, truncated, tags = self._runs(blocks)
+            return [], 0, 0
         self._held = blocks
+        runs, truncated, tags = self._runs(blocks)
         mm = self._mm
         views = [np.ndarray((n, L), np.uint8, mm, start, (stride or L, 1)) for start, stride, n, L in runs]
         for i, tag in tags.items():
             views[i] = with_vlan_tag(views[i][0], tag)
-        return views, truncated
+        return views, truncated, 0
 
     def release(self) -> None:
         """Give the blocks of the last :meth:`take` back to the kernel (its views must no longer be read)."""
@@ -345,16 +347,18 @@ class RingSocket:
 
     def recv(self, max_frames: int = 1 << 30) -> tuple[list[bytes], int]:
         """(frames of the ready blocks as bytes, frames dropped as truncated); never blocks."""
-        views, truncated = self.take(max_frames)
-        frames: list[bytes] = []
-        for v in views:
-            if len(v) == 1:
-                frames.append(v.tobytes())
-            else:
-                L = v.shape[1]
-                blob = v.tobytes()
-                frames += [blob[i:i + L] for i in range(0, len(blob), L)]
-        self.release()
+        try:
+            views, truncated, _err = self.take(max_frames)
+            frames: list[bytes] = []
+            for v in views:
+                if len(v) == 1:
+                    frames.append(v.tobytes())
+                else:
+                    L = v.shape[1]
+                    blob = v.tobytes()
+                    frames += [blob[i:i + L] for i in range(0, len(blob), L)]
+        finally:
+            self.release()
         return frames, truncated
 
     def discard(self, max_frames: int = 1 << 30) -> int:

@@ -29,7 +29,9 @@ Counters: the ``stats`` counter of the plan plus, per port, rx/tx frames,
 ``io`` (``ring`` or ``socket``), ``rx_dropped`` (frames the kernel dropped
 because the port's receive ring or buffer was full: ``tp_drops``) and
 ``rx_freezes`` (times a full receive ring stopped taking frames:
-``tp_freeze_q_cnt``), and ``rx_errors``/``tx_errors``, are written as JSON
+``tp_freeze_q_cnt``), ``rx_oversized`` (frames longer than the largest frame
+of the plan's target, :func:`mtu_frame`, and two VLAN tags, on rings or
+sockets: counted and dropped, never given to the model), and ``rx_errors``/``tx_errors``, are written as JSON
 to ``--stats`` (atomically, every ``--stats-interval`` seconds and at
 exit).  ``SIGTERM``/``SIGINT`` stop the loop, close the sockets, write the
 final counters and exit 0.
@@ -64,6 +66,7 @@ RING_MB = 8               # receive ring per port: ~20k 64-element frames, ~0.1 
 TX_FRAMES = 2048          # transmit ring slots per port (2 KiB each)
 TX_RING_BYTES = TX_FRAMES * 2048    # a port's transmit ring, whatever its slot size
 ETHERNET_HEADER = 14
+VLAN_TAGS = 8             # two 802.1Q tags: a tagged frame may be this much longer than an MTU frame
 
 
 class DataPlaneError(P4genError):
@@ -105,6 +108,7 @@ class DataPlane:
         self.tx = {p: 0 for p in ports}
         self.rx_dropped = {p: 0 for p in ports}
         self.rx_freezes = {p: 0 for p in ports}
+        self.rx_oversized = {p: 0 for p in ports}        # frames longer than max_frame: counted, dropped
         self.rx_errors = 0
         self.tx_errors = 0
         self.running = False
@@ -117,6 +121,7 @@ class DataPlane:
         # 2 KiB for a 1500-byte MTU, 9 KiB for jumbo frames; a transmit ring keeps its size in bytes
         if max_frame is None:
             max_frame = mtu_frame(model.plan)
+        self.max_frame = max_frame + VLAN_TAGS           # longer frames are counted and dropped
         slot = frame_slot(max_frame)
         try:
             for port, ifname in self.ports.items():
@@ -196,21 +201,26 @@ class DataPlane:
         matrix copied straight out of the receive rings (``SwitchModel.process_matrix``), any other
         mix as a list of frames (``process_batch``)."""
         taken: list[tuple[int, list, int]] = []          # (port, its views, frames)
-        for port, io in ios:
-            vs, bad = io.take(BURST)
-            if bad:
-                self.rx_errors += bad
-            if vs:
-                k = sum(len(v) for v in vs)
-                self.rx[port] += k
-                taken.append((port, vs, k))
-        if not taken:
-            return 0
-        self.rounds += 1
-        views = [v for _p, vs, _k in taken for v in vs]
-        L0 = views[0].shape[1]
-        total = sum(k for _p, _v, k in taken)
         try:
+            for port, io in ios:
+                vs, over, bad = io.take(BURST)
+                if bad:
+                    self.rx_errors += bad
+                if vs and max(v.shape[1] for v in vs) > self.max_frame:
+                    over += sum(len(v) for v in vs if v.shape[1] > self.max_frame)
+                    vs = [v for v in vs if v.shape[1] <= self.max_frame]
+                if over:
+                    self.rx_oversized[port] += over
+                if vs:
+                    k = sum(len(v) for v in vs)
+                    self.rx[port] += k
+                    taken.append((port, vs, k))
+            if not taken:
+                return 0
+            self.rounds += 1
+            views = [v for _p, vs, _k in taken for v in vs]
+            L0 = views[0].shape[1]
+            total = sum(k for _p, _v, k in taken)
             if all(v.shape[1] == L0 for v in views):
                 A8 = np.concatenate(views) if len(views) > 1 else np.array(views[0])
                 ports = np.repeat(np.array([p for p, _v, _k in taken], dtype=np.int64), [k for _p, _v, k in taken])
@@ -258,7 +268,8 @@ class DataPlane:
                 "stats": {k: {"packets": p, "bytes": b} for k, (p, b) in stats.items()},
                 "ports": {str(p): {"interface": self.ports[p], "rx": self.rx[p], "tx": self.tx[p],
                                   "io": self.io[p].kind if p in self.io else "closed",
-                                  "rx_dropped": self.rx_dropped[p], "rx_freezes": self.rx_freezes[p]}
+                                  "rx_dropped": self.rx_dropped[p], "rx_freezes": self.rx_freezes[p],
+                                  "rx_oversized": self.rx_oversized[p]}
                           for p in self.ports},
                 "rx_errors": self.rx_errors, "tx_errors": self.tx_errors, "rounds": self.rounds}
 
