@@ -8,11 +8,10 @@ one line.  Until then ``python -m p4gen.controller ctl ...`` runs them.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from p4gen.cliargs import OneLineParser, address, int_in, seconds
-from p4gen.errors import P4genError
+from p4gen.cliexit import run_command
 from .client import DEFAULT_TIMEOUT, connect
 from p4gen.jobfile import load_job
 from .job_control import Controller
@@ -141,11 +140,4 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="p4gen")
     register(parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser))
     args = parser.parse_args(argv)
-    try:
-        return int(args.func(args) or 0)
-    except P4genError as exc:
-        print(f"p4gen: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("p4gen: interrupted", file=sys.stderr)
-        return 130
+    return run_command("p4gen", lambda: args.func(args))

@@ -268,23 +268,19 @@ _CORE_COMMANDS = ("build", "targets")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .cliexit import run_command
+
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        rc = _plain_build(argv)
-        if rc is None:
-            # the first word that is not an option names the subcommand (the top level has no valued options)
-            args = make_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
-            rc = args.func(args)
-        return int(rc or 0)
-    except P4genError as exc:
-        print(f"p4gen: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("p4gen: interrupted", file=sys.stderr)
-        return 130
-    except OSError as exc:
-        print(f"p4gen: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 1
+    return run_command("p4gen", lambda: _run(argv), os_errors=True)
+
+
+def _run(argv: list[str]) -> int | None:
+    rc = _plain_build(argv)
+    if rc is None:
+        # the first word that is not an option names the subcommand (the top level has no valued options)
+        args = make_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+        rc = args.func(args)
+    return rc
 
 
 if __name__ == "__main__":

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from .. import protocols
-from ..errors import P4genError, SpecError
+from ..errors import SpecError
 from .workload_args import (add_workload_args, check_workload_given, given_workload, opt, value_widths,
                             workload_from_args)
 
@@ -57,34 +56,31 @@ def run_search(args: argparse.Namespace, profile, workers: int | None, certify: 
 
 
 def handler(args: argparse.Namespace) -> int:
-    try:
-        if not args.jobs:
-            check_workload_given(args, args.workers)
-        profile = _profile(args)
-        if args.jobs:
-            from .job_split_cli import plan_jobs_cli
+    """``p4gen plan``; an error propagates to the CLI's one exit (:func:`p4gen.cliexit.run_command`)."""
+    if not args.jobs:
+        check_workload_given(args, args.workers)
+    profile = _profile(args)
+    if args.jobs:
+        from .job_split_cli import plan_jobs_cli
 
-            return plan_jobs_cli(args, profile)
-        from ..filewrite import JSON, check_file
-        from .layoutfile import OUT_HINT, layout_document, write_layout
+        return plan_jobs_cli(args, profile)
+    from ..filewrite import JSON, check_file
+    from .layoutfile import OUT_HINT, layout_document, write_layout
 
-        out = Path(args.out) if args.out is not None else Path("p4gen-out") / f"{profile.name}-layout.json"
-        check_file(args.out if args.out is not None else out, JSON, "layout file", SpecError, hint=OUT_HINT)
-        res = run_search(args, profile, args.workers, certify=not args.no_certify)
-        from .report import render_text, result_dict
+    out = Path(args.out) if args.out is not None else Path("p4gen-out") / f"{profile.name}-layout.json"
+    check_file(args.out if args.out is not None else out, JSON, "layout file", SpecError, hint=OUT_HINT)
+    res = run_search(args, profile, args.workers, certify=not args.no_certify)
+    from .report import render_text, result_dict
 
-        doc = layout_document(profile.name, res.best.spec, res.best.shape, objective=res.objective,
-                              workload=res.workload.to_dict(), predicted=res.best.prediction.to_dict())
-        write_layout(args.out if args.out is not None else out, doc)
-        if args.json:
-            print(json.dumps({**result_dict(res), "layout_file": str(out)}, indent=2, sort_keys=True))
-        else:
-            print(render_text(res))
-            print(f"layout written to {out}; build it with: p4gen build --layout {out}")
-        return 0
-    except P4genError as exc:
-        print(f"p4gen: error: {exc}", file=sys.stderr)
-        return 1
+    doc = layout_document(profile.name, res.best.spec, res.best.shape, objective=res.objective,
+                          workload=res.workload.to_dict(), predicted=res.best.prediction.to_dict())
+    write_layout(args.out if args.out is not None else out, doc)
+    if args.json:
+        print(json.dumps({**result_dict(res), "layout_file": str(out)}, indent=2, sort_keys=True))
+    else:
+        print(render_text(res))
+        print(f"layout written to {out}; build it with: p4gen build --layout {out}")
+    return 0
 
 
 def build_layout(args: argparse.Namespace):
