@@ -39,12 +39,13 @@ import numpy as np
 
 from . import codec
 from ..wire import ETHERTYPE_IPV4
+from .batchrows import BatchRows
 from .fastworker import FastWorker
 
-_FMT = {1: "u1", 2: ">u2", 4: ">u4", 8: ">u8"}
+_READ = ("ethernet.ether_type", "agg.msg_type", "agg.job", "agg.tsi", "agg.pool_index", "agg.exponent")
 
 
-class BatchWorker(FastWorker):
+class BatchWorker(BatchRows, FastWorker):
     def __init__(self, layout, tensor, **kw):
         super().__init__(layout, tensor, **kw)
         L = self.layout
@@ -52,33 +53,8 @@ class BatchWorker(FastWorker):
         self._t = np.full(W, -1, dtype=np.int64)          # outstanding index per slot (-1: none)
         self._tsi = np.zeros(W, dtype=np.int64)           # its tsi and pool_index, as a result must carry them
         self._pool = np.zeros(W, dtype=np.int64)
-        self._deadline = np.zeros(W)
-        self._timeout = np.zeros(W)
-        self._sends = np.zeros(W, dtype=np.int64)
-        self._sent_at = np.zeros(W)
-        self._frames = np.zeros((W, L.frame_len), dtype=np.uint8)
         self._template = np.frombuffer(bytes(self._hdr) + bytes(L.frame_len - L.fixed_len), np.uint8)
-        self._complete_n = 0
-        self._open = 0                                     # slots with an outstanding index
-        offs = [sum(L.unit_sizes[:i]) for i in range(len(L.unit_sizes))]
-
-        def col(name):
-            sl = L.slot(name)
-            size = L.unit_sizes[sl.index]
-            if sl.raw or size not in _FMT:
-                return None
-            return offs[sl.index], size, np.dtype(_FMT[size]), sl.shift, sl.mask
-
-        names = ("ethernet.ether_type", "agg.msg_type", "agg.job", "agg.tsi", "agg.pool_index", "agg.exponent")
-        self._cols = {n: col(n) for n in names}
-        self.batchable = self._pack is not None and all(c is not None for c in self._cols.values())
-        if self.batchable:
-            # the header as one record per row: each unit that holds a field, big-endian at its offset
-            units = {}
-            for c in self._cols.values():
-                units[c[0]] = c[2]
-            self._rec = np.dtype({"names": [f"u{o}" for o in units], "formats": list(units.values()),
-                                  "offsets": list(units), "itemsize": L.fixed_len})
+        self._init_rows(W, _READ, ok=self._pack is not None)
         # codec.scale(e, n, w) of every exponent e (index e - EXPONENT_MIN): one lookup per row
         self._scale_of = codec.scale(np.arange(codec.EXPONENT_MIN, codec.EXPONENT_MAX + 1), self.n, self.value_width)
         self._lim_f = float(self._lim)
@@ -88,22 +64,8 @@ class BatchWorker(FastWorker):
         g = self.tsi_base + t
         return (((g // self.window) & 1) << self.slot_bits) | (g % self.window)
 
-    def _fields(self, M: np.ndarray) -> dict[str, np.ndarray]:
-        """Every field the checks read, as int64 columns of the rows of ``M``."""
-        H = np.ascontiguousarray(M[:, :self.layout.fixed_len]).view(self._rec).reshape(-1)
-        out = {}
-        for name, (off, _size, _dt, shift, mask) in self._cols.items():
-            v = H[f"u{off}"].astype(np.int64)
-            out[name] = v if shift is None else (v >> shift) & mask
-        return out
-
     def _scale_rows(self, e: np.ndarray) -> np.ndarray:
         return self._scale_of[e - codec.EXPONENT_MIN]
-
-    def _put(self, F: np.ndarray, name: str, values: np.ndarray) -> None:
-        """Write ``values`` into field ``name`` (a whole unit) of every row of ``F``."""
-        off, size, dt, _shift, _mask = self._cols[name]
-        F[:, off:off + size] = values.astype(dt).reshape(-1, 1).view(np.uint8)
 
     def _build(self, ts: np.ndarray, tsi: np.ndarray, pool: np.ndarray) -> np.ndarray:
         """The frames of protocol indices ``ts`` (with their tsi and pool_index) as rows
@@ -156,15 +118,7 @@ class BatchWorker(FastWorker):
         self._t[js] = ts
         self._tsi[js] = tsi
         self._pool[js] = pool
-        self._frames[js] = F
-        self._timeout[js] = self._rto() if timeouts is None else timeouts
-        dl = now + self._timeout[js]
-        self._deadline[js] = dl
-        self._sends[js] = 1
-        self._sent_at[js] = now
-        self.stats.sent += len(ts)
-        self._open += len(js)
-        self._due = min(self._due, float(dl.min()))
+        self._arm(js, F, now, timeouts)
         return F
 
     # -- driving ------------------------------------------------------------------------------
@@ -178,12 +132,8 @@ class BatchWorker(FastWorker):
         return [r.tobytes() for r in F]
 
     def receive(self, frame, now: float = 0.0) -> list[bytes]:
-        L = self.layout
-        if len(frame) < L.frame_len:
-            self.stats.malformed += 1
-            return []
-        M = np.frombuffer(frame, np.uint8, L.frame_len).reshape(1, -1)
-        return [r.tobytes() for r in self.receive_rows(M, now)]
+        M = self._one_row(frame)
+        return [] if M is None else [r.tobytes() for r in self.receive_rows(M, now)]
 
     def receive_rows(self, M: np.ndarray, now: float = 0.0) -> np.ndarray:
         """Results as the rows of the uint8 matrix ``M`` (each at least the frame's fixed length, in
@@ -203,14 +153,7 @@ class BatchWorker(FastWorker):
         ours = good & (f["agg.job"] == self.job) & (j < self.window)
         jj = np.where(ours, j, 0)
         match = ours & (self._t[jj] >= 0) & (f["agg.tsi"] == self._tsi[jj]) & (pool == self._pool[jj])
-        ngood = int(np.count_nonzero(good))
-        st.malformed += len(M) - ngood
-        rows = np.flatnonzero(match)
-        if len(rows) > 1:                         # one result per slot: later rows find it moved on
-            _u, first = np.unique(jj[rows], return_index=True)
-            if len(first) < len(rows):
-                rows = rows[np.sort(first)]
-        st.ignored += ngood - len(rows)
+        rows = self._accepted(len(M), good, match, jj)
         if not len(rows):
             return empty
         js = jj[rows]
@@ -219,15 +162,7 @@ class BatchWorker(FastWorker):
         st.accepted += len(rows)
         nxt = ts + self.window
         more = nxt < self.indices
-        timeouts = None
-        if self.rtt is not None:              # each result's sample, then its slot's next timeout, in order
-            timeouts = []
-            for s_, sent, again in zip(self._sends[js].tolist(), self._sent_at[js].tolist(), more.tolist()):
-                if s_ == 1:
-                    self.rtt.update(now - sent)
-                if again:
-                    timeouts.append(self._rto())
-            timeouts = np.array(timeouts)
+        timeouts = self._next_timeouts(js, more, now)
         self._t[js] = -1
         self._open -= len(js)
         if not more.all():
@@ -270,18 +205,7 @@ class BatchWorker(FastWorker):
         """Frames whose timer expired at ``now`` as rows, in slot order (timeouts backed off)."""
         if now < self._due:
             return self._frames[:0]
-        due = np.flatnonzero((self._t >= 0) & (now >= self._deadline))
-        if len(due):
-            self._timeout[due] = np.minimum(self._timeout[due] * self.backoff, self.max_timeout)
-            self._deadline[due] = now + self._timeout[due]
-            self._sends[due] += 1
-            self.stats.retransmitted += len(due)
-        live = self._t >= 0
-        self._due = float(self._deadline[live].min()) if live.any() else float("inf")
-        return self._frames[due]
-
-    def next_deadline(self) -> float | None:
-        return None if self._due == float("inf") else self._due
+        return self._frames[self._expired(now, self._t >= 0)]
 
     def outstanding(self) -> dict[int, int]:
         return {int(j): int(self._t[j]) for j in np.flatnonzero(self._t >= 0)}

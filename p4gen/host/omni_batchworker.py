@@ -44,16 +44,16 @@ import numpy as np
 
 from . import codec
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
+from .batchrows import BatchRows
 from .omni_packet import FLAG_DATA, NONE
 from .omni_worker import OmniProtocolError, OmniWorker
 
-_FMT = {1: "u1", 2: ">u2", 4: ">u4", 8: ">u8"}
 _READ = ("ethernet.ether_type", "ipv4.protocol", "agg.msg_type", "agg.flags", "agg.job", "agg.tsi",
          "agg.pool_index", "agg.exponent", "agg.next")
 _WRITE = ("agg.tsi", "agg.pool_index", "agg.exponent", "agg.next")
 
 
-class BatchOmniWorker(OmniWorker):
+class BatchOmniWorker(BatchRows, OmniWorker):
     def __init__(self, layout, tensor, **kw):
         super().__init__(layout, tensor, **kw)
         L = self.layout
@@ -63,15 +63,8 @@ class BatchOmniWorker(OmniWorker):
         self._rnd = np.zeros(S, dtype=np.int64)               # rounds begun per stream, less one
         self._expf = np.zeros(S, dtype=np.int64)              # exponent field the stream's frames carry
         self._sc = np.zeros(S)                                # the stream's agreed scale (float mode)
-        self._deadline = np.zeros(S)
-        self._timeout = np.zeros(S)
-        self._sends = np.zeros(S, dtype=np.int64)
-        self._sent_at = np.zeros(S)
-        self._frames = np.zeros((S, L.frame_len), dtype=np.uint8)
-        self._lens = np.zeros(S, dtype=np.int64)
+        self._lens = np.zeros(S, dtype=np.int64)              # the length of each stream's outstanding frame
         self._copies = np.array(self._copy0[:S], dtype=np.int64)
-        self._open = 0
-        self._complete_n = 0
         self._due = float("inf")
         # this worker's next non-zero block of the same stream after block b, and the first of stream j:
         # blocks laid out as rows of S (block = row * S + stream), the nearest non-zero one at or below
@@ -84,24 +77,7 @@ class BatchOmniWorker(OmniWorker):
         after = np.vstack([at_or_after[1:], np.full((1, S), NONE, dtype=np.int64)])
         self._after = after.reshape(-1)[:nb]
         self._first = at_or_after[0].copy()
-        offs = [sum(L.unit_sizes[:i]) for i in range(len(L.unit_sizes))]
-
-        def col(name):
-            sl = L.slot(name)
-            size = L.unit_sizes[sl.index]
-            if sl.raw or size not in _FMT:
-                return None
-            return offs[sl.index], size, np.dtype(_FMT[size]), sl.shift, sl.mask
-
-        self._cols = {n: col(n) for n in _READ}
-        whole = all(self._cols[n] is not None and self._cols[n][3] is None for n in _WRITE)
-        self.batchable = whole and all(c is not None for c in self._cols.values())
-        if self.batchable:
-            units = {}
-            for c in self._cols.values():
-                units[c[0]] = c[2]
-            self._rec = np.dtype({"names": [f"u{o}" for o in units], "formats": list(units.values()),
-                                  "offsets": list(units), "itemsize": L.fixed_len})
+        self._init_rows(S, _READ, whole=_WRITE)
         fr = self.frames
         self._tmpl = {flag: np.frombuffer(L.struct.pack(*fr._units[flag]), np.uint8) for flag in (0, FLAG_DATA)}
         self._msg_res = fr._msg_result
@@ -111,19 +87,7 @@ class BatchOmniWorker(OmniWorker):
             self._native = self._signed.newbyteorder("=")
             self._lim_f = float(self._lim)
 
-    # -- columns and rows ---------------------------------------------------------------------
-    def _fields(self, M: np.ndarray) -> dict[str, np.ndarray]:
-        H = np.ascontiguousarray(M[:, :self.layout.fixed_len]).view(self._rec).reshape(-1)
-        out = {}
-        for name, (off, _size, _dt, shift, mask) in self._cols.items():
-            v = H[f"u{off}"].astype(np.int64)
-            out[name] = v if shift is None else (v >> shift) & mask
-        return out
-
-    def _put(self, F: np.ndarray, name: str, values: np.ndarray) -> None:
-        off, size, dt, _shift, _mask = self._cols[name]
-        F[:, off:off + size] = values.astype(dt).reshape(-1, 1).view(np.uint8)
-
+    # -- rows ---------------------------------------------------------------------------------
     def _tsis(self, js: np.ndarray) -> np.ndarray:
         """tsi of the outstanding rounds of streams ``js`` (``OmniWorker._tsi``: numbered by the slot's rounds)."""
         return self.tsi_base + 1 + js + self.window * (self._copies[js] + self._rnd[js])
@@ -184,20 +148,12 @@ class BatchOmniWorker(OmniWorker):
         (its timeout reset to ``timeouts[i]``, by default the first timeout); their frames and lengths."""
         F, lens = self._build(js)
         self._t[js] = self._rnd[js]
-        self._frames[js] = F
         self._lens[js] = lens
-        self._timeout[js] = self._rto() if timeouts is None else timeouts
-        dl = now + self._timeout[js]
-        self._deadline[js] = dl
-        self._sends[js] = 1
-        self._sent_at[js] = now
+        self._arm(js, F, now, timeouts)
         m = len(js)
-        self.stats.sent += m
         self.stats.extra["rounds"] += m
         np.add.at(self._rps, js, 1)
         self.bytes_sent += int(lens.sum()) - m * self._hoff
-        self._open += m
-        self._due = min(self._due, float(dl.min()))
         return F, lens
 
     @property
@@ -220,12 +176,8 @@ class BatchOmniWorker(OmniWorker):
         return _cut(F, lens)
 
     def receive(self, frame, now: float = 0.0) -> list[bytes]:
-        L = self.layout
-        if len(frame) < L.frame_len:
-            self.stats.malformed += 1
-            return []
-        M = np.frombuffer(frame, np.uint8, L.frame_len).reshape(1, -1)
-        return _cut(*self.receive_rows(M, now))
+        M = self._one_row(frame)
+        return [] if M is None else _cut(*self.receive_rows(M, now))
 
     def receive_rows(self, M: np.ndarray, now: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         """Results as the rows of the uint8 matrix ``M`` (each at least the frame's length, in arrival
@@ -248,14 +200,7 @@ class BatchOmniWorker(OmniWorker):
         b_of = self._blk[jj]
         match = (ours & (self._t[jj] >= 0) & (f["agg.tsi"] == self._tsis(jj))
                  & (pool == self._pools(jj, self._rnd[jj])))
-        ngood = int(np.count_nonzero(good))
-        st.malformed += len(M) - ngood
-        rows = np.flatnonzero(match)
-        if len(rows) > 1:                         # one result per stream: later rows find it moved on
-            _u, first = np.unique(jj[rows], return_index=True)
-            if len(first) < len(rows):
-                rows = rows[np.sort(first)]
-        st.ignored += ngood - len(rows)
+        rows = self._accepted(len(M), good, match, jj)
         if not len(rows):
             return empty
         js, b = jj[rows], b_of[rows]
@@ -266,15 +211,7 @@ class BatchOmniWorker(OmniWorker):
         if bad.any():
             self._protocol_error(js, b, m_, mine, int(np.flatnonzero(bad)[0]))
         st.accepted += len(rows)
-        timeouts = None
-        if self.rtt is not None:              # each result's sample, then its stream's next timeout, in order
-            timeouts = []
-            for s_, sent, more in zip(self._sends[js].tolist(), self._sent_at[js].tolist(), (m_ != NONE).tolist()):
-                if s_ == 1:
-                    self.rtt.update(now - sent)
-                if more:
-                    timeouts.append(self._rto())
-            timeouts = np.array(timeouts)
+        timeouts = self._next_timeouts(js, m_ != NONE, now)
         disc = b < 0
         if disc.any():
             dj = js[disc]
@@ -324,19 +261,9 @@ class BatchOmniWorker(OmniWorker):
         backed off)."""
         if now < self._due:
             return self._frames[:0], self._lens[:0]
-        due = np.flatnonzero((self._t >= 0) & (now >= self._deadline))
-        if len(due):
-            self._timeout[due] = np.minimum(self._timeout[due] * self.backoff, self.max_timeout)
-            self._deadline[due] = now + self._timeout[due]
-            self._sends[due] += 1
-            self.stats.retransmitted += len(due)
-            self.bytes_sent += int(self._lens[due].sum()) - len(due) * self._hoff
-        live = self._t >= 0
-        self._due = float(self._deadline[live].min()) if live.any() else float("inf")
+        due = self._expired(now, self._t >= 0)
+        self.bytes_sent += int(self._lens[due].sum()) - len(due) * self._hoff
         return self._frames[due], self._lens[due]
-
-    def next_deadline(self) -> float | None:
-        return None if self._due == float("inf") else self._due
 
     def outstanding(self) -> dict[int, int]:
         """stream -> block of its outstanding round (-1: discovery)."""
