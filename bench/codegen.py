@@ -2,6 +2,9 @@
 
 Run: .venv/bin/python bench/codegen.py
 Prints what it compares and the ratio from this one run.
+``--before REV``: instead, cold builds of git revision REV (exported as an install
+lays it out, bench/revision.py) and of this checkout, taking turns, and the ratio
+after / before of their median wall and CPU time.
 
 Process level: `python -m p4gen.cli build --slots 512 --target tofino --out DIR`
 as a new process each time, interpreter start-up included.  A cold build
@@ -133,7 +136,61 @@ def bench_slots() -> None:
         slots *= 4 if slots < 16384 else 2
 
 
-def main() -> int:
+# A cold build in a new process: argv[1] is an exported tree ('' for this checkout's installed p4gen).
+CHILD = r"""
+import sys
+tree = sys.argv[1]
+if tree:
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+    sys.path.insert(0, tree)
+import p4gen
+assert (str(p4gen.__file__).startswith(tree)) if tree else "__editable__" not in p4gen.__file__, p4gen.__file__
+from p4gen.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def bench_before(rev: str, tmp: Path) -> None:
+    """Cold builds of ``rev`` and of this checkout, ROUNDS each, taking turns; the ratio of the medians."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import revision
+
+    tree = revision.export(rev, tmp / "before")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp / "bytecode")
+    sides = {"before": str(tree), "after": ""}
+
+    def cold(side: str, name: str):
+        out = tmp / f"{side}-{name}"
+        wall, cpu, text = _process([sys.executable, "-c", CHILD, sides[side], *ARGS, "--out", str(out)],
+                                   dict(env, P4GEN_CACHE_DIR=str(tmp / f"cache-{side}-{name}")))
+        assert "(built)" in text.splitlines()[0], text
+        return wall, cpu
+
+    for side in sides:                                   # unmeasured: fills each side's bytecode cache
+        cold(side, "first")
+    print(f"cold `p4gen {' '.join(ARGS)}` in a new process, {ROUNDS} rounds taking turns: before = "
+          f"{revision.describe(rev)}; after = this checkout; {_load()}")
+    runs: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
+    for i in range(ROUNDS):
+        for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
+            runs[side].append(cold(side, str(i)))
+    med = {s: (statistics.median(w for w, _c in v), statistics.median(c for _w, c in v)) for s, v in runs.items()}
+    for s in sides:
+        print(f"  {s:8} {med[s][0] * 1000:9.1f} ms wall {med[s][1] * 1000:9.1f} ms CPU   (median of {ROUNDS})")
+    print(f"  after / before: {med['after'][0] / med['before'][0]:.3f}x wall, "
+          f"{med['after'][1] / med['before'][1]:.3f}x CPU; {_load()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--before"] and len(argv) == 2:
+        with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
+            bench_before(argv[1], Path(tmp))
+        return 0
+    if argv:
+        print("usage: bench/codegen.py [--before REV]", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
         bench_process(Path(tmp))
         bench_in_process(Path(tmp))
