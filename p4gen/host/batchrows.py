@@ -58,6 +58,16 @@ class BatchRows:
             out[name] = v if shift is None else (v >> shift) & mask
         return out
 
+    def _burst(self, M: np.ndarray) -> dict[str, np.ndarray] | None:
+        """The fields of a burst's rows (:meth:`_fields`), or None when it has no row or its rows are shorter
+        than a frame (counted as malformed)."""
+        if not len(M):
+            return None
+        if M.shape[1] < self.layout.frame_len:
+            self.stats.malformed += len(M)
+            return None
+        return self._fields(M)
+
     def _put(self, F: np.ndarray, name: str, values: np.ndarray) -> None:
         """Write ``values`` into field ``name`` (a whole unit) of every row of ``F``."""
         off, size, dt, _shift, _mask = self._cols[name]

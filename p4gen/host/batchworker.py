@@ -141,12 +141,9 @@ class BatchWorker(BatchRows, FastWorker):
         st = self.stats
         L = self.layout
         empty = np.zeros((0, L.frame_len), dtype=np.uint8)
-        if not len(M):
+        f = self._burst(M)
+        if f is None:
             return empty
-        if M.shape[1] < L.frame_len:
-            st.malformed += len(M)
-            return empty
-        f = self._fields(M)
         good = (f["ethernet.ether_type"] == ETHERTYPE_IPV4) & (f["agg.msg_type"] == self._msg_result)
         pool = f["agg.pool_index"]
         j = pool & ((1 << self.slot_bits) - 1)

@@ -185,12 +185,9 @@ class BatchOmniWorker(BatchRows, OmniWorker):
         st = self.stats
         L = self.layout
         empty = (np.zeros((0, L.frame_len), dtype=np.uint8), np.zeros(0, dtype=np.int64))
-        if not len(M):
+        f = self._burst(M)
+        if f is None:
             return empty
-        if M.shape[1] < L.frame_len:
-            st.malformed += len(M)
-            return empty
-        f = self._fields(M)
         good = ((f["ethernet.ether_type"] == ETHERTYPE_IPV4) & (f["ipv4.protocol"] == IPPROTO_UDP)
                 & (f["agg.msg_type"] == self._msg_res) & ((f["agg.flags"] & FLAG_DATA) != 0))
         pool = f["agg.pool_index"]
