@@ -199,15 +199,7 @@ class FastWorker(Worker):
         if t < 0 or tsi != ((self.tsi_base + t) & 0xFFFFFFFF) or pool != self.pool_index(t):
             st.ignored += 1
             return []
-        self._accept(t, _Res(job, tsi, pool, exp, frame))
-        st.accepted += 1
-        self._sample(s, now)
-        nxt = self._next_on_slot(j, t)
-        if nxt < 0:
-            s.t = -1
-            s.frame = b""
-            return []
-        return [self._send(j, nxt, now, True)]
+        return self._answer(s, j, t, _Res(job, tsi, pool, exp, frame), now)
 
     def _accept(self, t: int, r) -> None:
         L = self.layout

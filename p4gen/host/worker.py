@@ -273,6 +273,11 @@ class Worker:
         if t < 0 or r.tsi != ((self.tsi_base + t) & 0xFFFFFFFF) or r.pool_index != self.pool_index(t):
             self.stats.ignored += 1
             return []
+        return self._answer(s, j, t, r, now)
+
+    def _answer(self, s: SlotState, j: int, t: int, r, now: float) -> list[bytes]:
+        """Result ``r`` of index ``t`` matched slot ``j``: take it, and send the slot's next index (none: the
+        slot is done)."""
         self._accept(t, r)
         self.stats.accepted += 1
         self._sample(s, now)
