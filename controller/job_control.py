@@ -62,7 +62,8 @@ class JobState:
 
 
 @dataclass
-class SwitchState:
+class SwitchView:
+    """What the controller reads back from the switch: its jobs, result and L2 entries and groups."""
     jobs: dict[int, JobState]
     result_dst: dict[int, Entry]
     l2: dict[int, Entry]
@@ -116,7 +117,7 @@ class Controller:
                                 f"its P4Info {diff}; run `p4gen ctl push {self.build.path}` first")
 
     # ------------------------------------------------------------ state
-    def state(self) -> SwitchState:
+    def state(self) -> SwitchView:
         e = self.ents
         ents = self.conn.read([e.table_wildcard("workers"), e.table_wildcard("result_dst"),
                                e.table_wildcard("l2_forward"), e.group(0)])
@@ -142,7 +143,7 @@ class Controller:
                 if pre.WhichOneof("type") == "multicast_group_entry":
                     mgid, reps = e.decode_group(pre.multicast_group_entry)
                     groups[mgid] = sorted(reps)          # a set of replicas: BMv2 reads them back reversed
-        return SwitchState(jobs, rdst, l2, groups)
+        return SwitchView(jobs, rdst, l2, groups)
 
     def _flood_updates(self, ports: set[int], old_ports: set[int], groups) -> list[tuple[int, p4runtime_pb2.Entity,
                                                                                     list | None]]:
@@ -162,7 +163,7 @@ class Controller:
         return out
 
     @staticmethod
-    def _ports(st: SwitchState, skip_job: int | None = None) -> set[int]:
+    def _ports(st: SwitchView, skip_job: int | None = None) -> set[int]:
         return {w.match["ingress_port"] for j, js in st.jobs.items() if j != skip_job for w in js.workers}
 
     # ------------------------------------------------------------ setup / teardown

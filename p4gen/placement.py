@@ -202,13 +202,13 @@ def place(profile: TargetProfile, regs: list[dict[str, Any]], tm: Timing) -> Pla
     values = [r for r in regs if r["role"] == "values"]
     vblocks = blocks(profile, values[0]) if values else 0
     steps = _steps(regs, profile)
-    plan = _search(steps, len(values), vblocks, tm.key(), profile.stages - tm.tail, profile.alus_per_stage,
+    path = _search(steps, len(values), vblocks, tm.key(), profile.stages - tm.tail, profile.alus_per_stage,
                    RamGeometry.of(profile))
-    if plan is None:
+    if path is None:
         return None
     stage_of: dict[str, int] = {}
     vi = iter(values)
-    for st, (roles, nvals) in enumerate(plan, start=1):
+    for st, (roles, nvals) in enumerate(path, start=1):
         for r in regs:
             if r["role"] in roles:
                 stage_of[r["name"]] = st

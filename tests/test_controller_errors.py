@@ -16,7 +16,7 @@ from p4gen.controller import (ArbitrationError, Controller, JobConflictError, Jo
                               SwitchError, SwitchUnreachableError, WriteError, connect, load_build, load_job)
 from p4gen.controller.cli import main as ctl_main
 from p4gen.controller.entities import PlanEntities, update
-from p4gen.controller.job_control import SwitchState
+from p4gen.controller.job_control import SwitchView
 from p4gen.switch.model import SwitchModel
 from p4gen.switch.p4rt_server import P4RuntimeServer, ServerError
 from p4gen.spec import make_spec
@@ -205,7 +205,7 @@ def test_failed_setup_is_rolled_back(builds, pushed, monkeypatch):
 
     def stale_state(self):
         st = real_state(self)
-        return SwitchState(st.jobs, st.result_dst, {}, st.groups)
+        return SwitchView(st.jobs, st.result_dst, {}, st.groups)
 
     monkeypatch.setattr(Controller, "state", stale_state)
     with connect(server.addr) as conn:
