@@ -17,57 +17,10 @@ import z3
 
 from p4gen import decision, opgraph, ops, salu
 from p4gen.salu import IN, MEM, RV, TMP, SaluCaps
+from p4gen.verify.z3alg import BV
 
 
-class BV:
-    """``p4gen.ops.Algebra`` over Z3 bit-vectors of the registers' widths."""
-
-    def ite(self, cond, a, b):
-        if isinstance(cond, bool):
-            return a if cond else b
-        if z3.is_bv(a) and z3.is_bv(b) and a.size() != b.size():
-            w = max(a.size(), b.size())
-            a, b = z3.ZeroExt(w - a.size(), a), z3.ZeroExt(w - b.size(), b)
-        return z3.If(cond, a, b)
-
-    def eq(self, a, b):
-        return a == b
-
-    def ugt(self, a, b):
-        return z3.UGT(a, b)
-
-    def add(self, a, b, bits):
-        return a + b
-
-    def sub(self, a, b, bits):
-        return a - b
-
-    def ssub(self, a, b, bits):
-        return z3.If(z3.UGT(a, b), a - b, z3.BitVecVal(0, a.size()))
-
-    def band(self, a, b):
-        return a & b
-
-    def bor(self, a, b):
-        return a | b
-
-    def bxor(self, a, b):
-        return a ^ b
-
-    def bnot(self, a, bits):
-        return ~a
-
-    def const(self, value, bits):
-        return z3.BitVecVal(value, bits)
-
-    def ne0(self, a):
-        return a != 0
-
-    def false(self):
-        return z3.BoolVal(False)
-
-
-A = BV()
+A = BV
 T1, T2 = SaluCaps(compare_units=2, output_words=1), SaluCaps(compare_units=4, output_words=4)
 WIDTHS = {"chunk": 32, "bitmap": 32, "counter": 32, "exponent": 8, "minnext": 32, "values": 32}
 INPUT_BITS = {"tsi": 32, "bound": 32, "n": 32, "exp": 8, "nxt": 32, "mask": 32}

@@ -150,6 +150,58 @@ class Order:
     b: Shares
 
 
+class BitVecAlgebra:
+    """``p4gen.ops.Algebra`` over Z3 bit-vectors of the registers' and fields' own widths: the ops as a
+    switch computes them (the program check, and the stateful-ALU lowering proofs)."""
+
+    def ite(self, cond, a, b):
+        if isinstance(cond, bool):
+            return a if cond else b
+        if z3.is_bv(a) and z3.is_bv(b) and a.size() != b.size():
+            w = max(a.size(), b.size())
+            a, b = z3.ZeroExt(w - a.size(), a), z3.ZeroExt(w - b.size(), b)
+        return z3.If(cond, a, b)
+
+    def eq(self, a, b):
+        return a == b
+
+    def ugt(self, a, b):
+        return z3.UGT(a, b)
+
+    def add(self, a, b, bits):
+        return a + b
+
+    def sub(self, a, b, bits):
+        return a - b
+
+    def ssub(self, a, b, bits):
+        return z3.If(z3.UGT(a, b), a - b, z3.BitVecVal(0, a.size()))
+
+    def band(self, a, b):
+        return a & b
+
+    def bor(self, a, b):
+        return a | b
+
+    def bxor(self, a, b):
+        return a ^ b
+
+    def bnot(self, a, bits):
+        return ~a
+
+    def const(self, value, bits):
+        return z3.BitVecVal(value, bits)
+
+    def ne0(self, a):
+        return a != 0
+
+    def false(self):
+        return z3.BoolVal(False)
+
+
+BV = BitVecAlgebra()
+
+
 class Z3Algebra:
     """``p4gen.ops.Algebra`` over Z3 terms (and :class:`Shares` values)."""
 
