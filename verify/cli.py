@@ -15,7 +15,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     p.add_argument("outdir", metavar="OUTDIR", help="a build directory holding plan.json")
     p.add_argument("--no-fifo", action="store_true",
                    help="drop the per-worker-link FIFO assumption (the reference variant then has a counterexample)")
-    p.add_argument("--mutants", action="store_true", help="also refute the catalogue of seeded mutants")
+    p.add_argument("--mutants", nargs="?", const="table", choices=("table", "generator", "all"), metavar="KIND",
+                   help="also refute seeded mutants: 'table' (the default) the catalogue of decision-table and worker "
+                        "mutants, 'generator' faults in the P4 forms the renderer prints (each must be refused by "
+                        "the program check; needs p4test), 'all' both")
+    p.add_argument("--plan-only", action="store_true",
+                   help="prove the plan and bind the program to it, but do not check program.p4 through p4c's IR "
+                        "(without this, a verify with no p4test on PATH exits with status 3)")
     p.add_argument("--workers", type=int, metavar="N",
                    help="prove for n=N workers only (default: every n from 2 to max_workers, in one proof)")
     p.add_argument("--jobs", type=int, metavar="N", help="proofs run in N processes (default: the number of cores)")
@@ -64,6 +70,45 @@ def _progress_line(stream) -> _ProgressLine | None:
 
 
 REPORT_HINT = "move it away or pass --json PATH"
+NO_PROGRAM_CHECK = 3     # the plan is proved, but program.p4 was not checked (no p4test on PATH)
+
+
+def _program_step(plan, directory: Path, plan_only: bool, need: bool):
+    """What checks program.p4 beside the proofs: a callable the runner calls once they are done (its
+    ``missing`` attribute says p4test was not found).  p4test starts now, in a thread of its own."""
+    from . import program
+
+    if plan_only:
+        def skipped():
+            return program.NotChecked("--plan-only: the plan is proved and the program bound to it by rendering; "
+                                      "p4c's reading of program.p4 is not checked")
+        skipped.missing = False
+        return skipped
+    exe = program.find()
+    if exe is None:
+        if need:
+            raise PlanError("--mutants generator needs p4test on PATH: each mutant is read by p4c's front end")
+
+        def missing():
+            return program.NotChecked(program.MISSING, missing=True)
+        missing.missing = True
+        return missing
+    job = program.Background(plan, directory, exe)
+
+    def result():
+        return job.result()
+    result.missing = False
+    return result
+
+
+def _generator_mutants(plan, directory: Path, jobs: int | None, out) -> list:
+    from .program import mutants
+
+    out("generator mutants (faults in the P4 forms the renderer prints; each must be refused):")
+    results = mutants.run(plan, directory, jobs=jobs)
+    for r in results:
+        out(r.line())
+    return [r.to_json() for r in results]
 
 
 def handler(args: argparse.Namespace) -> int:
@@ -93,18 +138,27 @@ def handler(args: argparse.Namespace) -> int:
         digests = artifacts.bind(plan, directory)          # refuses a program.p4 / p4info.txt it did not prove
         path = Path(args.json) if args.json else directory / "verify.json"
         check_file(path, JSON, "verify report", PlanError, hint=REPORT_HINT)     # before the proofs run
+        mutants = args.mutants or ""
+        check_program = _program_step(plan, directory, args.plan_only, mutants in ("generator", "all"))
         try:
-            report = run(plan, fifo=False if args.no_fifo else None, mutants=args.mutants,
+            report = run(plan, fifo=False if args.no_fifo else None, mutants=mutants in ("table", "all"),
                          workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
                          budget=args.budget,
-                         out=out, progress=progress)
+                         out=out, progress=progress, program=check_program)
+            if mutants in ("generator", "all"):
+                report.generator_mutants = _generator_mutants(plan, directory, args.jobs, out)
         finally:
             if progress is not None:
                 progress.clear()
         report.artifacts = digests
         write_file(path, json.dumps(report.to_json()), JSON, "verify report", PlanError, hint=REPORT_HINT)
         print(f"report: {path}")
-        return 0 if report.ok else 1
+        refused = report.program is not None and report.program.get("verdict") == "REFUSED"
+        if refused:
+            print(f"p4gen: error: {report.program['differences'][0]}", file=sys.stderr)
+        if not report.ok:
+            return 1
+        return NO_PROGRAM_CHECK if getattr(check_program, "missing", False) else 0
     except P4genError as exc:
         print(f"p4gen: error: {exc}", file=sys.stderr)
         return 1

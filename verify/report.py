@@ -89,14 +89,19 @@ class VerifyReport:
     jobs: int = 1
     budget: str = ""
     artifacts: dict[str, str | None] = field(default_factory=dict)   # file -> SHA-256 (verify.artifacts)
+    program: dict[str, Any] | None = None     # the program check (verify.program): None when not run
+    generator_mutants: list[dict[str, Any]] = field(default_factory=list)   # verify.program.mutants
 
     @property
     def ok(self) -> bool:
         return (bool(self.lines) and all(l.status == PROVED for l in self.lines)
-                and all(m.refuted for m in self.mutants))
+                and all(m.refuted for m in self.mutants)
+                and (self.program is None or self.program.get("verdict") != "REFUSED")
+                and all(g["refused"] for g in self.generator_mutants))
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "variant": self.variant, "fifo": self.fifo, "assumptions": self.assumptions,
                 "n_required": [self.required[0], self.required[-1]] if self.required else [],
                 "properties": [l.to_json() for l in self.lines], "mutants": [m.to_json() for m in self.mutants],
-                "seconds": round(self.seconds, 3), "jobs": self.jobs, "budget": self.budget, "artifacts": self.artifacts}
+                "seconds": round(self.seconds, 3), "jobs": self.jobs, "budget": self.budget, "artifacts": self.artifacts,
+                "program": self.program, "generator_mutants": self.generator_mutants}

@@ -83,8 +83,12 @@ class _Run:
 
 def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[int] | None = None,
         jobs: int | None = None, budget: float = 1.0, out: Callable[[str], Any] = print,
-        progress: Callable[[int, int, str], Any] | None = None) -> VerifyReport:
+        progress: Callable[[int, int, str], Any] | None = None,
+        program: Callable[[], Any] | None = None) -> VerifyReport:
     """Prove the plan's fixed-point and protocol properties; optionally refute the mutant catalogue.
+
+    ``program``: called once the proofs are done, it returns the program check's result (an object with
+    ``lines()`` and ``to_json()``, :class:`p4gen.verify.program.ProgramCheck`), reported before the verdict.
 
     ``budget``: every piece's work budget is this many times the default (see :class:`Budget`)."""
     t_start = time.perf_counter()
@@ -169,6 +173,12 @@ def run(plan, *, fifo: bool | None = None, mutants: bool = False, workers: list[
             ml.print(out)
     if workers and (lo, hi) != (2, c.max_workers):
         out(f"  note: --workers narrowed the proof to n={lo}..{hi}; the plan admits n=2..{c.max_workers}")
+    if program is not None:
+        res = program()
+        if res is not None:
+            for line in res.lines():
+                out(line)
+            rep.program = res.to_json()
     rep.seconds = time.perf_counter() - t_start
     out(f"{'verified' if rep.ok else 'FAILED'} in {rep.seconds:.1f}s")
     return rep

@@ -112,6 +112,7 @@ class IngressCheck:
         self.any_final = self.any.control(ingress, self.any_parsed.copy())
         self.any_c = Contract(plan, self.any, self.any.events, self.any_parsed)
         self.differences: list[str] = []
+        self.covered: dict[str, int] = {"decision actions": 0, "register lanes": 0, "keys": 0}
 
     # -- registers -----------------------------------------------------------------------------------
 
@@ -167,6 +168,49 @@ class IngressCheck:
 
     # -- the checks ----------------------------------------------------------------------------------
 
+    def check_parser(self) -> bool:
+        """A contribution's frame is parsed in the plan's wire order (its block, for a sparse protocol, only
+        when its data flag says one follows), and no other frame is taken for one."""
+        from .structure import data_instances, wire_order
+
+        wire = wire_order(self.plan)
+        sparse = "data" in self.plan.decision.parsed
+        cases = [([], wire)] if not sparse else \
+            [([self.c.data_flag() == 1], wire), ([self.c.data_flag() == 0], [w for w in wire if w not in
+                                                                              data_instances(self.plan)])]
+        for extra, want in cases:
+            s = z3.Solver()
+            s.set("rlimit", RLIMIT)
+            s.add(*self.base, *extra)
+            have = []
+            for e in self.ex.events:
+                if e.kind != "extract" or not e.name.startswith("hdr."):
+                    continue
+                s.push()
+                s.add(e.pc)
+                if s.check() == z3.sat:
+                    have.append(e.name[len("hdr."):])
+                s.pop()
+            have = [h for h in have if h != "recirc"]
+            if have != want:
+                self.differences.append(f"program.p4: the parser extracts {', '.join(have) or 'nothing'} from a "
+                                        f"contribution{' with data flag ' + str(len(cases) - cases.index((extra, want)) - 1) if sparse else ''} "
+                                        f"where the plan's wire format is {', '.join(want)}")
+                return False
+        a, p = self.any_c, self.plan.params
+        rd = lambda f, b: self.any.input(f"pkt:hdr.{f}", b)  # noqa: E731
+        port = rd("udp.dst_port", 16)
+        frame = z3.And(rd("ethernet.ether_type", 16) == 0x0800, rd("ipv4.ihl", 4) == 5, rd("ipv4.protocol", 8) == 17,
+                       z3.ULE(p.udp_port_min, port), z3.ULE(port, p.udp_port_max))
+        m = counterexample([a.first_pass(), a.valid("agg")], frame)
+        if m is not None:
+            ev = lambda x: m.eval(x, model_completion=True)  # noqa: E731
+            self.differences.append(f"program.p4: the parser takes a frame for an aggregation packet that is not one "
+                                    f"(ether_type {ev(rd('ethernet.ether_type', 16))}, UDP port {ev(port)}; the plan's "
+                                    f"ports are {p.udp_port_min}..{p.udp_port_max})")
+            return False
+        return True
+
     def index(self, reg) -> Any:
         """The index the program addresses ``reg`` with (proved equal to the plan's by
         :meth:`check_indexes`; using the program's own term keeps the queries small)."""
@@ -196,7 +240,7 @@ class IngressCheck:
                     for a in self.plan.table(f"dt_{step.name}").actions if self._runs(step, a)]
             self.base.append(z3.Or(alts))
         outputs: dict[str, Any] = {}
-        if not self.check_indexes():
+        if not self.check_parser() or not self.check_indexes():
             return self.differences
         for step in self.plan.decision.steps:
             self.check_step(step, outputs)
@@ -275,6 +319,8 @@ class IngressCheck:
                 seen += outs
             if not self.all_hold(self.base + [cond], goals):
                 return
+            self.covered["decision actions"] += 1
+            self.covered["register lanes"] += sum(r.lanes for r in regs)
             out = self.output(step, seen)
             if out is not None:
                 obs_arms.append((cond, out))
@@ -368,12 +414,32 @@ class IngressCheck:
                     continue
                 want = self.c.observation(kname, outputs)
                 have = term if term.size() == want.size() else fit(term, want.size())
+                self.covered["keys"] += 1
                 m = counterexample(self.base + [ev.pc], have == want)
                 if m is not None:
                     self.differences.append(
-                        f"program.p4: table {ev.name}'s key {kname} is {m.eval(have, model_completion=True)} when "
-                        f"it is applied where the plan's observation {kname} is {m.eval(want, model_completion=True)}")
+                        f"program.p4: table {ev.name}'s key {kname} is {m.eval(have, model_completion=True)} when it "
+                        f"is applied where {self._source(kname, m)} {m.eval(want, model_completion=True)}")
                     return
+
+    def _source(self, kname: str, m: z3.ModelRef) -> str:
+        """What makes observation ``kname`` in the run ``m`` describes: the op and the program's element."""
+        if kname == "copy":
+            return "the packet's copy (pool_index's top bit) is"
+        if kname == "data":
+            return "the packet's data flag is"
+        step = next((s for s in self.plan.decision.steps if s.yields == kname or
+                     (kname == "values_op" and s.role == "values")), None)
+        if step is None:
+            return f"the plan's observation {kname} is"
+        for action, op, cond in self.step_actions(step):
+            if z3.is_true(m.eval(cond, model_completion=True)):
+                who = [w for r in self.plan.registers_of(step.role) for w in self.writers(r.name, m)]
+                by = f", {', '.join(dict.fromkeys(who))}" if who else ""
+                if kname == "values_op":
+                    return f"ops.py's values {op} has code (dt_{step.name} action {action}{by})"
+                return f"ops.py's {step.role} {op} reports (dt_{step.name} action {action}{by})"
+        return f"the plan's observation {kname} is"
 
     def check_gating(self) -> None:
         """A packet that is not a contribution changes no register."""
@@ -416,18 +482,27 @@ class IngressCheck:
         fwd = self.forwarding()
         mgid = self.c.worker_param("mgid")
         result = self.ex.read(self.final, "hdr.agg.msg_type", 4)
+        rd = lambda p, b: self.ex.read(self.final, p, b)  # noqa: E731
+        swaps = [("hdr.ethernet.dst_addr", "ethernet.src_addr", 48), ("hdr.ethernet.src_addr", "ethernet.dst_addr", 48),
+                 ("hdr.ipv4.dst_addr", "ipv4.src_addr", 32), ("hdr.ipv4.src_addr", "ipv4.dst_addr", 32),
+                 ("hdr.udp.dst_port", "udp.src_port", 16), ("hdr.udp.src_port", "udp.dst_port", 16)]
+        sent = [("it is dropped", z3.Not(fwd["dropped"])),
+                ("its msg_type is not the result's", result == p.msg_result)]
         want = {
-            "multicast": z3.And(z3.Not(fwd["dropped"]), fwd["mcast"] == fit(mgid, 16), result == p.msg_result),
-            "unicast": z3.And(z3.Not(fwd["dropped"]), fwd["mcast"] == 0, fwd["port"] == fwd["in_port"],
-                              result == p.msg_result, *self.swapped()),
-            "drop": fwd["dropped"],
+            "multicast": sent + [("it is not multicast to the worker's group", fwd["mcast"] == fit(mgid, 16))],
+            "unicast": sent + [("it is multicast", fwd["mcast"] == 0),
+                               ("it does not go back out of its ingress port", fwd["port"] == fwd["in_port"])] +
+                       [(f"{have} is not the frame's {src}", rd(have, b) == self.ex.input(PKT + src, b))
+                        for have, src, b in swaps],
+            "drop": [("it is not dropped", fwd["dropped"])],
         }
-        for name, goal in want.items():
-            m = counterexample(self.base + [outcome == codes[name]], goal)
-            if m is not None:
+        for name, goals in want.items():
+            bad = first_failure(self.base + [outcome == codes[name]], [g for _w, g in goals])
+            if bad is not None:
+                i, m = bad
                 self.differences.append(
-                    f"program.p4: a contribution for which dt_outcome chose {name} leaves the ingress "
-                    f"{self._fate(fwd, m)}")
+                    f"program.p4: a contribution for which dt_outcome chose {name} leaves the ingress, but "
+                    f"{goals[i][0]}: {self._fate(fwd, m)}")
                 return
         a = self.any_c
         fwd = self.forwarding(self.any, self.any_final)
