@@ -51,7 +51,7 @@ class Contract:
     def field(self, header: str, name: str) -> Any:
         bits = next(f.bits for f in self.plan.header(header).fields if f.name == name)
         inst = "data0" if header == "data" else header
-        return self.ex.input(f"{PKT}{inst}.{name}", bits)
+        return self.ex.read(self.parsed, f"hdr.{inst}.{name}", bits)     # as the parser left it
 
     def table(self, name: str) -> Event:
         evs = [e for e in self.events if e.kind == "table" and e.name == name]
@@ -182,7 +182,6 @@ def op_of(plan, step, action: str) -> str | None:
             obs = {k: inverse[k][v] for k, v in e.match.items() if k != "copy"}
             rule = decision.lookup(step.rules, obs)
             return rule.op
-    if action == table.default_action:
-        rule = next((r for r in step.rules if r.op == "nop"), None)
-        return "nop" if rule is not None or "nop" in ops.OPS[step.role] else None
-    return None
+    if action == table.default_action and action == decision.step_action(step.name, step.role, "nop", None):
+        return "nop"
+    return None          # a default no key combination reaches (every combination has an entry)

@@ -399,7 +399,8 @@ class Executor:
             self.events.append(Event("write", self.reg_names[decl["name"]], pc, {"element": self._element, "index": idx}))
             return None
         if kind == "RegisterAction" and method == "execute":
-            return self.execute(decl, fit(self.ev(args[0], st, pc), 32), st, pc)
+            # T2NA: execute(index, out rv2, ...) also returns the further out parameters into its arguments
+            return self.execute(decl, fit(self.ev(args[0], st, pc), 32), st, pc, [self.path(a) for a in args[1:]])
         if kind == "Checksum":
             return self.fresh(f"{name}.{method}", self.width(mce)) if method in ("update", "get") else None
         raise IRError(f"the program check does not know {kind}.{method}()")
@@ -429,7 +430,7 @@ class Executor:
             st.regs[key] = dict(self.reg_arrays[key])
         return st.regs[key]
 
-    def execute(self, ra: Node, idx: Any, st: State, pc: Any) -> Any:
+    def execute(self, ra: Node, idx: Any, st: State, pc: Any, more: list[str] = ()) -> Any:
         """A RegisterAction's ``execute(idx)``: its apply body on the register's entry ``idx``."""
         reg_path = self.ir.get(self.ir.vec(ra["arguments"])[0]["expression"])
         reg = self._locals[self.ir.pname(reg_path)]
@@ -454,6 +455,8 @@ class Executor:
         st.regs[reg["name"]] = new
         self.events.append(Event("write", self.reg_names[reg["name"]], pc, {"element": self.ir.user_name(ra),
                                                                            "index": idx}))
+        for place, name in zip(more, outs[1:]):
+            st.env[place] = inner.env[name]
         return inner.env[outs[0]] if outs else None
 
     _element = "apply"
