@@ -84,6 +84,11 @@ def _program_step(plan, directory: Path, plan_only: bool, need: bool):
                                       "p4c's reading of program.p4 is not checked")
         skipped.missing = False
         return skipped
+    if not (directory / "program.p4").exists():
+        def absent():
+            return program.NotChecked("there is no program.p4 beside plan.json (a plan alone: nothing else to check)")
+        absent.missing = False
+        return absent
     exe = program.find()
     if exe is None:
         if need:

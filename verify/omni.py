@@ -60,8 +60,9 @@ import z3
 from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
-from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
-from .paths import Packet, feasible, outcome, table_paths
+from .engine import Case, Clause, Event, State, TraceRow, TraceStep, step_local
+from .paths import Packet
+from .slotmodel import SlotModel
 from .protocol import FAR_PROPERTIES, far_aheads, window_bounds
 from .workers import Workers, define, sel
 from .z3alg import EMPTY, JUNK, ONE, BitSet, Mask, Share, Shares
@@ -130,7 +131,7 @@ def is_min(ws: Workers, x, k, members: Callable[[Any], Any] | None = None):
 
 
 @dataclass
-class OmniReduce(Model):
+class OmniReduce(SlotModel):
     table: DecisionTable
     copy_rule: str = "round"       # round: k mod 2 | zero: always copy 0 (no shadow copy)
     slots: int = 64                # display only
@@ -140,6 +141,7 @@ class OmniReduce(Model):
     _feasible: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     schema = SCHEMA
+    extra_registers = (("mn", "mn"),)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -172,10 +174,7 @@ class OmniReduce(Model):
         return z3.And(t)
 
     def events(self, ws: Workers, w) -> list[Event]:
-        ev = [Event("deliver", w, 0)]
-        if self.copy_rule != "zero":
-            ev.append(Event("deliver", w, 1))
-        ev.append(Event("recv", w))
+        ev = self._deliveries(w)
         if self.far_frames:
             ev += [Event("deliver_far", w, v) for v in (0, 1)]
         return ev
@@ -190,16 +189,6 @@ class OmniReduce(Model):
         """What the counterexample search tries for one packet: a block or header-only, and the next offset 1
         or 2 (so two packets of a round announce equal offsets or either one the smaller)."""
         return {DATA.name(): (True, False), NX.name(): (1, 2)}
-
-    def _prune(self, ws: Workers, w, v, kind: str, extra: list):
-        key0 = (ws.concrete, isinstance(w, int), v, kind)
-
-        def ok(path_ops: tuple, cond: list) -> bool:
-            key = key0 + path_ops
-            if key not in self._feasible:
-                self._feasible[key] = feasible(cond, extra)
-            return self._feasible[key]
-        return ok
 
     def cases(self, s: State, ws: Workers, g, ev: Event, k, prune: bool) -> list[Case]:
         if not ev.kind.startswith("deliver"):
@@ -220,17 +209,8 @@ class OmniReduce(Model):
             vals = Shares.packet(ws, w, k, z3.If(data, ONE, JUNK))
             pkt = Packet(tsi=k + OFF, mask=Mask(w), n=ws.N, values=vals, exponent=Shares.packet(ws, w, k),
                          nxt=next_of(w, k), obs={"data": z3.If(data, z3.IntVal(1), z3.IntVal(0))}, bound=bound)
-        regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
-                "exp": s.ex[v], "mn": s.mn[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self.codes,
-                              self._prune(ws, w, v, ev.kind, extra) if prune else None):
-            post = s.clone()
-            post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
-            post.sh[v], post.ex[v], post.mn[v] = pa.reg["val"], pa.reg["exp"], pa.reg["mn"]
-            info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
-                        mn_carried=pa.reg["mn_carried"],
-                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add", "clear")), ops=dict(pa.ops))
+        for pa, post, info in self._switch(s, ws, ev, pkt, extra, prune):
             if far:
                 guard, checks = self._deliver_far(s, ws, ev, post, info)
             else:
@@ -241,14 +221,7 @@ class OmniReduce(Model):
 
     def _deliver_far(self, s: State, ws: Workers, ev: Event, post: State, info: dict):
         """A corrupted frame of worker ev.worker: a tsi beyond the bound, junk; the workers' state stays."""
-        v = ev.copy
-        checks = {p: z3.BoolVal(True) for p in self.properties}
-        checks["contributions_kept"] = _kept(ws, s, post, v)
-        same = [post.chk[u] == s.chk[u] for u in (0, 1)] + [post.cnt[u] == s.cnt[u] for u in (0, 1)]
-        same += [post.bm[u].eq_terms(s.bm[u]) for u in (0, 1)] + [post.mn[v] == s.mn[v]]
-        same += [post.sh[v].same(ws, s.sh[v]), post.ex[v].same(ws, s.ex[v])]
-        checks["far_tsi_ignored"] = z3.And(*same, z3.Not(info["mc"]), z3.Not(info["uc"]))
-        return z3.BoolVal(True), checks
+        return z3.BoolVal(True), self._far_checks(s, ws, ev, post, info, _kept)
 
     def _deliver(self, s: State, ws: Workers, ev: Event, k, post: State, info: dict):
         w, v = ev.worker, ev.copy
@@ -285,16 +258,8 @@ class OmniReduce(Model):
         w = ev.worker
         checks = {p: z3.BoolVal(True) for p in self.properties}
         checks["exact_accept"] = z3.Not(s.abad.get(w))
-        post = s.clone()
-        nxt = s.cur.get(w) + 1
-        post.cur = s.cur.set(w, nxt)
-        post.avail = s.avail.set(w, z3.BoolVal(False))
-        post.abad = s.abad.set(w, z3.BoolVal(False))
-        newest, behind = post, post.clone()
-        newest.top = nxt
-        guard = s.avail.get(w)
-        return [Case(z3.And(guard, nxt > s.top), "newest", newest, checks, {}),
-                Case(z3.And(guard, nxt <= s.top), "behind", behind, checks, {})]
+        post, nxt = self._accept(s, w)
+        return self._split_newest(s, post, nxt, s.avail.get(w), checks)
 
     def invariant(self) -> list[Clause]:
         return omni_invariant()

@@ -52,8 +52,9 @@ import z3
 from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
-from .engine import Case, Clause, Event, Model, State, TraceRow, TraceStep, step_local
-from .paths import Packet, feasible, outcome, table_paths
+from .engine import Case, Clause, Event, State, TraceRow, TraceStep, step_local
+from .paths import Packet
+from .slotmodel import SlotModel
 from .workers import Workers, define, sel
 from .z3alg import JUNK, BitSet, Mask, Shares
 
@@ -91,7 +92,7 @@ SCHEMA = {"bm": ("bits", 2), "cnt": ("int", 2), "chk": ("int", 2), "sh": ("share
 
 
 @dataclass
-class SwitchML(Model):
+class SwitchML(SlotModel):
     table: DecisionTable
     fifo: bool
     copy_rule: str = "round"       # round: k mod 2 | zero: always 0 | toggle: either copy (flip per send)
@@ -139,10 +140,7 @@ class SwitchML(Model):
         return z3.And(t)
 
     def events(self, ws: Workers, w) -> list[Event]:
-        ev = [Event("deliver", w, 0)]
-        if self.copy_rule != "zero":
-            ev.append(Event("deliver", w, 1))
-        ev.append(Event("recv", w))
+        ev = self._deliveries(w)
         if not self.label_check:
             ev.append(Event("recv_stale", w))
         if self.hardened and self.far_frames:
@@ -156,16 +154,6 @@ class SwitchML(Model):
         return View(self, s, ws, g["off"])
 
     # -- transitions ------------------------------------------------------
-    def _prune(self, ws: Workers, w, v, kind: str, extra: list):
-        key0 = (ws.concrete, isinstance(w, int), v, kind)
-
-        def ok(path_ops: tuple, cond: list) -> bool:
-            key = key0 + path_ops
-            if key not in self._feasible:
-                self._feasible[key] = feasible(cond, extra)
-            return self._feasible[key]
-        return ok
-
     def cases(self, s: State, ws: Workers, g, ev: Event, k, prune: bool) -> list[Case]:
         if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
@@ -184,16 +172,8 @@ class SwitchML(Model):
         else:
             pkt = Packet(tsi=k + g["off"], mask=Mask(w), n=ws.N + self.counter_delta,
                          values=Shares.packet(ws, w, k), exponent=Shares.packet(ws, w, k), bound=bound)
-        regs = {"chk": s.chk[v], "this": s.bm[v], "other": s.bm[1 - v], "cnt": s.cnt[v], "val": s.sh[v],
-                "exp": s.ex[v]}
         out = []
-        for pa in table_paths(self.table, ws, regs, pkt, self.codes,
-                              self._prune(ws, w, v, ev.kind, extra) if prune else None):
-            post = s.clone()
-            post.chk[v], post.bm[v], post.bm[1 - v], post.cnt[v] = pa.reg["chk"], pa.reg["this"], pa.reg["other"], pa.reg["cnt"]
-            post.sh[v], post.ex[v] = pa.reg["val"], pa.reg["exp"]
-            info = dict(outcome(self.table, pa, self.codes, self.stats), carried=pa.reg["carried"], exp_carried=pa.reg["exp_carried"],
-                        contrib=z3.BoolVal(pa.ops.get("values") in ("write", "add")), ops=dict(pa.ops))
+        for pa, post, info in self._switch(s, ws, ev, pkt, extra, prune):
             if far:
                 guard, checks = self._deliver_far(s, ws, ev, post, info, extra)
             else:
@@ -205,14 +185,7 @@ class SwitchML(Model):
 
     def _deliver_far(self, s: State, ws: Workers, ev: Event, post: State, info: dict, guard: list):
         """A corrupted frame of worker ev.worker: a tsi beyond the bound, junk values; the worker state stays."""
-        v = ev.copy
-        checks = {p: z3.BoolVal(True) for p in self.properties}
-        checks["contributions_kept"] = _kept(ws, s, post, v)
-        same = [post.chk[u] == s.chk[u] for u in (0, 1)] + [post.cnt[u] == s.cnt[u] for u in (0, 1)]
-        same += [post.bm[u].eq_terms(s.bm[u]) for u in (0, 1)]
-        same += [post.sh[v].same(ws, s.sh[v]), post.ex[v].same(ws, s.ex[v])]
-        checks["far_tsi_ignored"] = z3.And(*same, z3.Not(info["mc"]), z3.Not(info["uc"]))
-        return z3.And(guard), checks
+        return z3.And(guard), self._far_checks(s, ws, ev, post, info, _kept)
 
     def _deliver(self, s: State, ws: Workers, ev: Event, k, post: State, info: dict):
         w, v = ev.worker, ev.copy
@@ -258,17 +231,9 @@ class SwitchML(Model):
             checks["exact_accept"] = z3.BoolVal(False)
         else:
             raise KeyError(ev.kind)
-        post = s.clone()
-        nxt = s.cur.get(w) + 1
-        post.cur = s.cur.set(w, nxt)
-        post.avail = s.avail.set(w, z3.BoolVal(False))
-        post.abad = s.abad.set(w, z3.BoolVal(False))
+        post, nxt = self._accept(s, w)
         post.stale = s.stale.set(w, z3.BoolVal(True))
-        # split on whether the worker becomes the newest one, so the new top is a plain term in each case
-        newest, behind = post, post.clone()
-        newest.top = nxt
-        return [Case(z3.And(guard, nxt > s.top), "newest", newest, checks, {}),
-                Case(z3.And(guard, nxt <= s.top), "behind", behind, checks, {})]
+        return self._split_newest(s, post, nxt, guard, checks)
 
     # -- invariants -------------------------------------------------------
     def invariant(self) -> list[Clause]:
