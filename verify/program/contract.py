@@ -27,7 +27,7 @@ from typing import Any
 
 import z3
 
-from p4gen import decision, opgraph, ops
+from p4gen import decision, opgraph
 
 from .symexec import Event, Executor, fit
 

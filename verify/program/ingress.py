@@ -246,7 +246,26 @@ class IngressCheck:
         self.check_keys(outputs)
         self.check_gating()
         self.check_outcome()
+        self.check_later_passes()
         return self.differences
+
+    def check_later_passes(self) -> None:
+        """A later pass of a layout of several passes (the packet came back with its pass header) changes no
+        register but the value arrays: the decision was taken, and counted, in the first pass."""
+        if self.plan.params.passes == 1:
+            return
+        a = self.any_c
+        goals = []
+        for reg in self.plan.registers:
+            if reg.role == "values":
+                continue
+            init, final = self.arrays(reg, self.any, self.any_final)
+            j = z3.BitVec(f"later.{reg.name}", 32)
+            goals.append((z3.And([x[j] == y[j] for x, y in zip(init, final)]), lambda m, reg=reg: self.differences.append(
+                f"program.p4: {', '.join(self.writers(reg.name, m, self.any)) or 'the ingress'} changes {reg.name} in "
+                f"a later pass (the packet came back with its pass header); only the value arrays run after the "
+                f"first pass")))
+        self.all_hold([a.valid("recirc"), a.control_plane], goals)
 
     def _runs(self, step, action: str) -> bool:
         try:
@@ -478,8 +497,8 @@ class IngressCheck:
         to its sender, or dropped; and a packet that is not a contribution but has an aggregation header is
         dropped."""
         if self.plan.params.passes > 1:
-            return       # checked per pass by the pass check
-        c, p, arch = self.c, self.plan.params, self.plan.arch
+            return       # the packet leaves in its last pass, which the program check does not follow
+        p = self.plan.params
         codes = self.plan.codes.outcomes
         arms = self.c.table("dt_outcome").data["arms"]
         outcome = arms[-1][2][0]

@@ -26,63 +26,22 @@ docs/verification.md):
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import Any
 
 import z3
 
 from .ir import IR, IRError, Node
+from .symparse import ParserRun
+from .symstate import VALID, Event, State, _same, fit
+from .symtables import TableRun
 
-VALID = "$valid"
 _ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
           "BAnd": lambda a, b: a & b, "BOr": lambda a, b: a | b, "BXor": lambda a, b: a ^ b}
 _CMP = {"Equ": lambda a, b: a == b, "Neq": lambda a, b: a != b, "Lss": z3.ULT, "Leq": z3.ULE,
         "Grt": z3.UGT, "Geq": z3.UGE}
 
 
-@dataclass
-class Event:
-    """Something a run did, under path condition ``pc``: ``kind`` is ``table``, ``write`` or ``count``."""
-    kind: str
-    name: str
-    pc: Any
-    data: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class State:
-    env: dict[str, Any] = field(default_factory=dict)
-    regs: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def copy(self) -> "State":
-        return State(dict(self.env), {k: dict(v) for k, v in self.regs.items()})
-
-
-def _same(a: Any, b: Any) -> bool:
-    return a is b or (isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and a.eq(b))
-
-
-def fit(v: Any, bits: int | None) -> Any:
-    """``v`` as a value of ``bits`` bits (truncated or zero-extended); a truth value as 1 / 0."""
-    if bits is None:
-        if isinstance(v, z3.BoolRef):
-            return v
-        if isinstance(v, bool):
-            return z3.BoolVal(v)
-        return v != 0 if z3.is_bv(v) else z3.BoolVal(bool(v))
-    if isinstance(v, bool):
-        v = z3.BoolVal(v)
-    if isinstance(v, int):
-        return z3.BitVecVal(v % (1 << bits), bits)
-    if isinstance(v, z3.BoolRef):
-        return z3.If(v, z3.BitVecVal(1, bits), z3.BitVecVal(0, bits))
-    w = v.size()
-    if w == bits:
-        return v
-    return z3.Extract(bits - 1, 0, v) if w > bits else z3.ZeroExt(bits - w, v)
-
-
-class Executor:
+class Executor(TableRun, ParserRun):
     """Runs parsers and controls of one program (``arch``: ``v1model``, ``tna`` or ``t2na``)."""
 
     def __init__(self, ir: IR, arch: str, pins: dict[str, Any] | None = None, free=lambda name: False):
@@ -477,170 +436,12 @@ class Executor:
                 out.env[k] = v
         return out
 
-    # -- tables --------------------------------------------------------------------------------------
-
-    def table_parts(self, table: Node) -> dict[str, Any]:
-        props = {p["name"]: p for p in self.ir.vec(self.ir.get(table["properties"])["properties"])}
-        keys = []
-        if "key" in props:
-            for k in self.ir.vec(self.ir.get(props["key"]["value"])["keyElements"]):
-                ann = self.ir.annotation(k, "name")
-                kname = ann[0]["value"] if ann else self.path(k["expression"])
-                keys.append((kname, self.ir.get(k["expression"]), self.ir.pname(self.ir.get(k["matchType"]))))
-        actions = []
-        for a in self.ir.vec(self.ir.get(props["actions"]["value"])["actionList"]):
-            mce = self.ir.get(a["expression"])
-            path = self.ir.get(mce["method"]) if mce["Node_Type"] == "MethodCallExpression" else mce
-            actions.append(self.ir.pname(path))
-        entries = []
-        if "entries" in props:
-            for en in self.ir.vec(self.ir.get(props["entries"]["value"])["entries"]):
-                ks = self.ir.get(en["keys"])
-                comps = self.ir.vec(ks["components"]) if ks["Node_Type"] == "ListExpression" else [ks]
-                act = self.ir.get(en["action"])
-                entries.append((comps, self.ir.pname(self.ir.get(act["method"])),
-                                [self.ir.get(a)["expression"] for a in self.ir.vec(act["arguments"])],
-                                en.get("priority")))
-        default = None
-        if "default_action" in props:
-            dv = self.ir.get(self.ir.get(props["default_action"]["value"])["expression"])
-            default = (self.ir.pname(self.ir.get(dv["method"])),
-                       [self.ir.get(a)["expression"] for a in self.ir.vec(dv["arguments"])])
-        return {"keys": keys, "actions": actions, "entries": entries, "default": default,
-                "const": "entries" in props}
-
-    def keyset(self, ks: Node, value: Any, st: State, pc: Any) -> Any:
-        ks = self.ir.get(ks)
-        t = ks["Node_Type"]
-        if t == "DefaultExpression":
-            return z3.BoolVal(True)
-        if t == "Mask":
-            v, m = fit(self.ev(ks["left"], st, pc), value.size()), fit(self.ev(ks["right"], st, pc), value.size())
-            return value & m == v & m
-        if t == "Range":
-            lo, hi = (fit(self.ev(ks[k], st, pc), value.size()) for k in ("left", "right"))
-            return z3.And(z3.ULE(lo, value), z3.ULE(value, hi))
-        v = self.ev(ks, st, pc)
-        return value == (fit(v, value.size()) if z3.is_bv(value) else v)
-
-    def apply_table(self, mce: Node, st: State, pc: Any) -> tuple[State, dict[str, Any]]:
-        target = self.ir.get(self.ir.get(mce["method"])["expr"])
-        table = self._locals[self.ir.pname(target)]
-        name = self.ir.user_name(table)
-        parts = self.table_parts(table)
-        index = {a: i for i, a in enumerate(parts["actions"])}
-        keyvals = [(kn, self.ev(expr, st, pc), mt) for kn, expr, mt in parts["keys"]]
-        arms: list[tuple[Any, str, list[Any]]] = []       # (condition, action, argument values)
-        if self.free(name) and parts["const"]:
-            # a decision table: the choice is free (one arm per distinct action and arguments); that its
-            # keys and entries choose as the plan does is checked apart
-            combos: dict[tuple, tuple[str, list[Any]]] = {}
-            for _comps, act, args, _prio in parts["entries"] + ([(None,) + tuple(parts["default"]) + (None,)]
-                                                                if parts["default"] else []):
-                vals = [self.ev(a, st, pc) for a in args]
-                combos.setdefault((act, tuple(str(v) for v in vals)), (act, vals))
-            pick = z3.Int(f"sel.{name}")
-            for k, (act, vals) in enumerate(combos.values()):
-                arms.append((pick == k, act, vals))
-            arms[-1] = (z3.And(pick >= len(arms) - 1), arms[-1][1], arms[-1][2])
-            hit = z3.BoolVal(True)
-        elif parts["const"] or not parts["keys"]:
-            earlier: list[Any] = []
-            for comps, act, args, _prio in parts["entries"]:
-                m = z3.And([self.keyset(c, v, st, pc) for c, (_k, v, _mt) in zip(comps, keyvals)])
-                arms.append((z3.And([m] + [z3.Not(e) for e in earlier]), act, [self.ev(a, st, pc) for a in args]))
-                earlier.append(m)
-            if parts["default"] is not None:
-                act, args = parts["default"]
-                arms.append((z3.Not(z3.Or(earlier)) if earlier else z3.BoolVal(True), act,
-                             [self.ev(a, st, pc) for a in args]))
-            hit = z3.Or(earlier) if earlier else z3.BoolVal(False)
-        else:
-            n = self._applied[name] = self._applied.get(name, 0) + 1
-            pinned = self.pins.get(f"cp.{name}")
-            pick = z3.IntVal(next(i for a, i in index.items() if self.ir.user_name(self._locals[a]) == pinned)) \
-                if pinned is not None else z3.Int(f"cp.{name}!{n}")
-            for act in parts["actions"]:
-                decl = self._locals[act]
-                params = self.ir.vec(self.ir.get(decl["parameters"])["parameters"])
-                args = [z3.BitVec(f"cp.{name}.{self.ir.user_name(decl)}.{self.ir.user_name(p)}" + ("" if n == 1 else f"!{n}"),
-                                  self.ir.bits(self.ir.resolve_type(p["type"]))) for p in params]
-                arms.append((pick == index[act], act, args))
-            hit = pick != index[parts["default"][0]] if parts["default"] else z3.BoolVal(True)
-        choice = z3.IntVal(index[arms[-1][1]])
-        for cond, act, _a in reversed(arms[:-1]):
-            choice = z3.If(cond, index[act], choice)
-        out = None
-        for cond, act, args in reversed(arms):          # first match wins: the arms exclude each other
-            cond = z3.simplify(cond)
-            if z3.is_false(cond):
-                continue
-            sub = self.run_action(self._locals[act], args, st.copy(), z3.And(pc, cond))
-            out = sub if out is None or z3.is_true(cond) else self.merge(cond, sub, out)
-        info = {"choice": z3.simplify(choice), "index": index, "hit": hit, "keys": keyvals,
-                "arms": [(c, self.ir.user_name(self._locals[a]), args) for c, a, args in arms],
-                "actions": {a: self.ir.user_name(self._locals[a]) for a in parts["actions"]},
-                "params": {self.ir.user_name(self._locals[a]): [self.ir.user_name(p) for p in self.ir.vec(
-                    self.ir.get(self._locals[a]["parameters"])["parameters"])] for a in parts["actions"]}}
-        self.events.append(Event("table", name, pc, info))
-        return out if out is not None else st, info
-
     # -- blocks --------------------------------------------------------------------------------------
 
     def control(self, ctl: Node, st: State, pc: Any = None) -> State:
         """Run a control block's ``apply`` on ``st``."""
         self._locals = {d["name"]: d for d in self.ir.vec(ctl["controlLocals"])}
         return self.run(ctl["body"], st, z3.BoolVal(True) if pc is None else pc)
-
-    def parser(self, prs: Node, st: State, pc: Any = None) -> State:
-        """Run a parser from ``start`` to ``accept``; ``extract`` makes a header valid with its fields the
-        packet's (inputs named by the header's place)."""
-        self._locals = {d["name"]: d for d in self.ir.vec(prs.get("parserLocals"))}
-        states = {s["name"]: s for s in self.ir.vec(prs["states"])}
-        return self._state(states, "start", st, z3.BoolVal(True) if pc is None else pc, 0)
-
-    def _state(self, states: dict[str, Node], name: str, st: State, pc: Any, depth: int) -> State:
-        if name in ("accept", "reject"):
-            return st
-        if depth > 64:
-            raise IRError("a parser loop the program check does not unroll")
-        s = states[name]
-        for c in self.ir.vec(s["components"]):
-            c = self.ir.get(c)
-            if c["Node_Type"] == "MethodCallStatement":
-                mce = self.ir.get(c["methodCall"])
-                m = self.ir.get(mce["method"])
-                if m["Node_Type"] == "Member" and m["member"] in ("extract", "advance"):
-                    if m["member"] == "extract":
-                        arg = self.ir.get(self.ir.vec(mce["arguments"])[0]["expression"])
-                        base = self.path(arg)
-                        for p, b in self.leaf_paths(base, self.ir.type_of(arg)):
-                            st.env[p] = z3.BoolVal(True) if p.endswith(VALID) else self.input("pkt:" + p, b)
-                        self.events.append(Event("extract", base, pc))
-                    continue
-            st = self.run(c, st, pc)
-        sel = self.ir.get(s.get("selectExpression"))
-        if sel is None:
-            return st
-        if sel["Node_Type"] == "PathExpression":
-            return self._state(states, self.ir.pname(sel), st, pc, depth + 1)
-        keys = self.values_of(sel["select"], st, pc)
-        conds: list[Any] = []
-        arms = []
-        for case in self.ir.vec(sel["selectCases"]):
-            ks = self.ir.get(case["keyset"])
-            comps = self.ir.vec(ks["components"]) if ks["Node_Type"] == "ListExpression" else [ks]
-            if len(comps) == 1 and len(keys) > 1 and comps[0]["Node_Type"] == "DefaultExpression":
-                comps = comps * len(keys)
-            m = z3.And([self.keyset(k, v, st, pc) for k, v in zip(comps, keys)])
-            arms.append((z3.And([m] + [z3.Not(x) for x in conds]), self.ir.pname(self.ir.get(case["state"]))))
-            conds.append(m)
-        rest = z3.Not(z3.Or(conds)) if conds else z3.BoolVal(True)
-        result = st       # no case matches: the parser stops here (p4gen's parsers always have a default)
-        for cond, nxt in reversed(arms):
-            sub = self._state(states, nxt, st.copy(), z3.And(pc, cond), depth + 1)
-            result = sub if result is st and z3.is_false(z3.simplify(rest)) else self.merge(cond, sub, result)
-        return result
 
     def merge(self, c: Any, a: State, b: State) -> State:
         """The state that is ``a`` where ``c`` holds and ``b`` elsewhere."""
