@@ -412,14 +412,17 @@ class IngressCheck:
             f"{m.eval(want, model_completion=True)})")
 
     def _input_terms(self, step, reg=None, lane: int = 0) -> list[Any]:
-        """The op's inputs, as the run names them (a value lane's packet value, the bitmap's mask)."""
+        """The op's inputs as the run names them: the constants (packet fields, action data) under a value
+        lane's packet value, the bitmap's mask, or the role's inputs."""
         role = step.role
         if role == "values":
-            return [self.c.field("data", f"d{(reg.elements or (0,))[lane]}")] if reg is not None else []
-        if role == "bitmap":
-            return [self.c.worker_param("mask")]
-        return [x for x in self.c.inputs(role).values() if z3.is_const(x)] + \
-            [c for x in self.c.inputs(role).values() if not z3.is_const(x) for c in _consts(x)]
+            terms = [self.c.field("data", f"d{(reg.elements or (0,))[lane]}")] if reg is not None else []
+        elif role == "bitmap":
+            terms = [self.c.worker_param("mask")]
+        else:
+            terms = list(self.c.inputs(role).values())
+        out = [c for t in terms for c in _consts(t) if z3.is_bv(c) and str(c).startswith(("pkt:", "cp."))]
+        return list({str(c): c for c in out}.values())
 
     def refuse_output(self, place, step, action, op, have, want, m) -> None:
         self.differences.append(
