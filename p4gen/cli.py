@@ -210,12 +210,15 @@ def _report_builds(args: argparse.Namespace, results: list, t0: float) -> int:
             print(f"  {res.out_dir / name}")
     print(f"{len(results)} build(s) in {dt * 1000:.0f} ms")
     if args.verify:
+        from .verify.cli import NO_PROGRAM_CHECK, program_step
         from .verify.runner import run
 
-        ok = True
+        ok, missing = True, False
         for res in results:
-            ok = run(res.plan).ok and ok
-        return 0 if ok else 1
+            step = program_step(res.plan, res.out_dir, plan_only=False, need=False)
+            ok = run(res.plan, program=step).ok and ok
+            missing = missing or step.missing
+        return 1 if not ok else NO_PROGRAM_CHECK if missing else 0
     return 0
 
 

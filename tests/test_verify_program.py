@@ -52,24 +52,28 @@ def test_verify_without_p4test_proves_the_plan_only_and_exits_3(tmp_path, capsys
     assert "verified in" in text
     rep = json.loads((out / "verify.json").read_text())
     assert rep["ok"] is True and rep["program"]["verdict"] == "not checked"
-    # --plan-only: the same proofs, the program check skipped on purpose, exit 0
-    assert main(["verify", str(out), "--workers", "2", "--jobs", "1", "--plan-only"]) == 0
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if "program.p4" in ln)
-    assert "not checked: --plan-only: the plan is proved and the program bound to it by rendering" in line
     # generator mutants need p4c: one line, exit 1, nothing proved
     assert main(["verify", str(out), "--workers", "2", "--jobs", "1", "--mutants", "generator"]) == 1
     assert capsys.readouterr().err == ("p4gen: error: --mutants generator needs p4test on PATH: each mutant is read "
                                        "by p4c's front end\n")
 
 
-def test_verify_of_a_plan_without_its_program_says_so(tmp_path, capsys):
+def test_plan_only_and_a_plan_without_its_program_skip_the_program_check(tmp_path):
+    """What verify runs beside the proofs (and prints before the verdict) when it does not read the program."""
+    from p4gen.plan import Plan
+    from p4gen.verify.cli import program_step
+
     out = _small(tmp_path)
+    plan = Plan.load(out)
+    step = program_step(plan, out, plan_only=True, need=False)
+    assert step.missing is False and step().lines() == [
+        "  program.p4                   not checked: --plan-only: the plan is proved and the program bound to it by "
+        "rendering; p4c's reading of program.p4 is not checked"]
+    assert step().to_json() == {"verdict": "not checked", "reason": step().reason}
     (out / "program.p4").unlink()
-    (out / "p4info.txt").unlink()
-    capsys.readouterr()
-    assert main(["verify", str(out), "--workers", "2", "--jobs", "1"]) == 0
-    line = next(ln for ln in capsys.readouterr().out.splitlines() if "program.p4" in ln)
-    assert line.endswith("not checked: there is no program.p4 beside plan.json (a plan alone: nothing else to check)")
+    step = program_step(plan, out, plan_only=False, need=False)
+    assert step.missing is False and step().lines()[0].endswith(
+        "not checked: there is no program.p4 beside plan.json (a plan alone: nothing else to check)")
 
 
 @pytest.mark.slow

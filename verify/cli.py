@@ -73,7 +73,7 @@ REPORT_HINT = "move it away or pass --json PATH"
 NO_PROGRAM_CHECK = 3     # the plan is proved, but program.p4 was not checked (no p4test on PATH)
 
 
-def _program_step(plan, directory: Path, plan_only: bool, need: bool):
+def program_step(plan, directory: Path, plan_only: bool, need: bool):
     """What checks program.p4 beside the proofs: a callable the runner calls once they are done (its
     ``missing`` attribute says p4test was not found).  p4test starts now, in a thread of its own."""
     from . import program
@@ -144,7 +144,7 @@ def handler(args: argparse.Namespace) -> int:
         path = Path(args.json) if args.json else directory / "verify.json"
         check_file(path, JSON, "verify report", PlanError, hint=REPORT_HINT)     # before the proofs run
         mutants = args.mutants or ""
-        check_program = _program_step(plan, directory, args.plan_only, mutants in ("generator", "all"))
+        check_program = program_step(plan, directory, args.plan_only, mutants in ("generator", "all"))
         try:
             report = run(plan, fifo=False if args.no_fifo else None, mutants=mutants in ("table", "all"),
                          workers=[args.workers] if args.workers is not None else None, jobs=args.jobs,
