@@ -47,6 +47,8 @@ EXIT_ERROR = 1             # any error of the catalogue: one line ``PROG: error:
 EXIT_USAGE = 2             # a command line argparse refuses; ``python -m p4gen.switch.dataplane`` or ``.udp``
                            # that cannot start (``MODULE: MESSAGE``)
 EXIT_INTERRUPTED = 130     # Ctrl-C: ``PROG: interrupted``
+EXIT_PROGRAM_NOT_CHECKED = 3   # ``p4gen verify`` / ``build --verify``: every proof holds, but program.p4 was not read
+                               # through p4c (no p4test on PATH); one line ``program.p4  not checked: ...`` on stdout
 
 
 class ErrorKind:

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from p4gen.errors import P4genError, PlanError
+from p4gen.errors import EXIT_PROGRAM_NOT_CHECKED, P4genError, PlanError
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -70,7 +70,7 @@ def _progress_line(stream) -> _ProgressLine | None:
 
 
 REPORT_HINT = "move it away or pass --json PATH"
-NO_PROGRAM_CHECK = 3     # the plan is proved, but program.p4 was not checked (no p4test on PATH)
+NO_PROGRAM_CHECK = EXIT_PROGRAM_NOT_CHECKED    # the plan is proved, but program.p4 was not read (no p4test)
 
 
 def program_step(plan, directory: Path, plan_only: bool, need: bool):

@@ -23,12 +23,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from p4gen.errors import PlanError
+from p4gen.errors import EXIT_PROGRAM_NOT_CHECKED, PlanError
 
 from .ir import IR, IRError, Node
-from .p4test import P4testMissing, find, read_ir
+from .p4test import find, read_ir
 
-__all__ = ["Background", "MISSING", "NO_PROGRAM_CHECK", "NotChecked", "ProgramCheck", "P4testMissing", "check",
+__all__ = ["Background", "MISSING", "NO_PROGRAM_CHECK", "NotChecked", "ProgramCheck", "check",
            "check_ir", "find"]
 
 
@@ -74,7 +74,7 @@ class NotChecked:
 
 
 # the exit status of a verify whose proofs all hold but whose program p4c could not read (no p4test)
-NO_PROGRAM_CHECK = 3
+NO_PROGRAM_CHECK = EXIT_PROGRAM_NOT_CHECKED
 MISSING = ("p4test is not on PATH, so verify proved the plan only (exit status 3); put p4c's p4test on "
            "PATH to check program.p4, or pass --plan-only")
 
@@ -167,7 +167,7 @@ def check_ir(plan, ir: IR) -> ProgramCheck:
 
 def check(plan, directory: str | Path, exe: str | None = None) -> ProgramCheck:
     """Run p4test on ``directory/program.p4`` and check what p4c read against ``plan``.  Raises
-    :class:`P4testMissing` when p4test is not on PATH (and ``exe`` not given), PlanError when there is
+    PlanError when p4test is not on PATH (and ``exe`` not given), when there is
     no program.p4 or p4test refuses it."""
     program = Path(directory) / "program.p4"
     if not program.exists():

@@ -22,10 +22,6 @@ from .ir import IR
 P4TEST = "p4test"
 
 
-class P4testMissing(PlanError):
-    """p4test is not on PATH: the program cannot be read, only the plan proved."""
-
-
 def find() -> str | None:
     return shutil.which(P4TEST)
 
@@ -42,11 +38,11 @@ def argv(exe: str, arch: str) -> list[str]:
 
 
 def read_ir(program: str | Path, arch: str, exe: str | None = None) -> IR:
-    """p4c's IR of ``program`` (a file), after the midend.  Raises :class:`P4testMissing` without
-    p4test, PlanError when p4test refuses the program (with its first error line)."""
+    """p4c's IR of ``program`` (a file), after the midend.  Raises PlanError without p4test, or when
+    p4test refuses the program (with its first error line)."""
     exe = exe or find()
     if exe is None:
-        raise P4testMissing(f"{P4TEST} is not on PATH")
+        raise PlanError(f"{P4TEST} is not on PATH: program.p4 cannot be read through p4c")
     program = Path(program)
     with tempfile.TemporaryDirectory(prefix="p4gen-ir-") as tmp:
         out = Path(tmp) / "ir.json"
