@@ -32,7 +32,7 @@ import z3
 
 from .ir import IR, IRError, Node
 from .symparse import ParserRun
-from .symstate import VALID, Event, State, _same, fit
+from .symstate import VALID, Event, State, same_term, fit
 from .symtables import TableRun
 
 _ARITH = {"Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
@@ -458,7 +458,7 @@ def merge(c: Any, a: State, b: State, ex: "Executor") -> State:
             v = x if y is None else y
             inp = ex.input(k, v.size() if z3.is_bv(v) else None)
             x, y = (x, inp) if y is None else (inp, y)
-        if _same(x, y):
+        if same_term(x, y):
             out.env[k] = x
         else:
             if z3.is_bv(x) and z3.is_bv(y) and x.size() != y.size():
@@ -469,5 +469,5 @@ def merge(c: Any, a: State, b: State, ex: "Executor") -> State:
         if x is None or y is None:
             init = {ln: arr for ln, arr in ex.reg_arrays[k].items()}
             x, y = (x, init) if y is None else (init, y)
-        out.regs[k] = {ln: (x[ln] if _same(x[ln], y[ln]) else z3.If(c, x[ln], y[ln])) for ln in x}
+        out.regs[k] = {ln: (x[ln] if same_term(x[ln], y[ln]) else z3.If(c, x[ln], y[ln])) for ln in x}
     return out

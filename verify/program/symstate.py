@@ -28,7 +28,7 @@ class State:
         return State(dict(self.env), {k: dict(v) for k, v in self.regs.items()})
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_term(a: Any, b: Any) -> bool:
     return a is b or (isinstance(a, z3.ExprRef) and isinstance(b, z3.ExprRef) and a.eq(b))
 
 
