@@ -139,3 +139,45 @@ def test_short_and_malformed_rows_are_counted_and_change_nothing(plan):
     assert w.stats.malformed == 3 and w.stats.accepted == 0
     assert w.outstanding() == {0: 0, 1: 1, 2: 2, 3: 3}
     assert w.batchable
+
+
+def test_slots_started_in_parts_send_what_start_sends(plan):
+    """start_slots (a tensor taking each slot as the tensor before it frees it) sends, slot by slot, the
+    frames start sends; started/busy/released follow; a slot cannot be started twice."""
+    from p4gen.host.worker import WorkerError
+
+    L = FrameLayout(plan)
+    _total, xs = expected(N, 3000, "float32", 1, 1.0, L.elements)
+    whole = _workers(BatchWorker, L, xs, "float", 8)[0]
+    parts = _workers(BatchWorker, L, xs, "float", 8)[0]
+    ref = whole.start(0.0)
+    assert not parts.started().any() and not parts.released().any()
+    late = parts.start_slots(np.array([6, 2, 7]), 0.0)
+    assert parts.started().tolist() == [s in (2, 6, 7) for s in range(8)]
+    assert parts.busy().tolist() == parts.started().tolist() and not parts.released().any()
+    early = parts.start_slots(np.array([0, 1, 3, 4, 5]), 0.0)
+    assert [r.tobytes() for r in late] == [ref[6], ref[2], ref[7]]
+    assert [r.tobytes() for r in early] == [ref[0], ref[1], ref[3], ref[4], ref[5]]
+    with pytest.raises(WorkerError, match=r"^slot 2 was started already$"):
+        parts.start_slots(np.array([2]), 0.0)
+
+
+def test_a_slot_is_released_after_its_last_index(plan):
+    """A tensor of 3 chunks on 8 slots: the float protocol's 11 indices leave slots 0-2 two indices each
+    and slots 3-7 one; a slot is released once its last result is in, and only then."""
+    L = FrameLayout(plan)
+    _total, xs = expected(N, 3 * L.elements, "float32", 1, 1.0, L.elements)
+    m = SwitchModel(plan)
+    m.load_config(json_config(plan, _spec()))
+    ws = _workers(BatchWorker, L, xs, "float", 8)
+    out = [w.start(0.0) for w in ws]
+    for rnd in range(2):
+        inbox = [[] for _ in ws]
+        for i, fs in enumerate(out):
+            for f in fs:
+                for eport, r in m.process(f, i + 1):
+                    inbox[eport - 1].append(r)
+        out = [[r.tobytes() for r in w.receive_rows(np.frombuffer(b"".join(inbox[i]), np.uint8)
+                                                    .reshape(len(inbox[i]), -1), 0.0)] for i, w in enumerate(ws)]
+        assert ws[0].released().tolist() == ([False] * 3 if rnd == 0 else [True] * 3) + [True] * 5
+    assert all(w.done for w in ws)

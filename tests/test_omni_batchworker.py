@@ -190,3 +190,26 @@ def test_next_offsets_are_this_workers_next_blocks(plan):
             for b in range(j, w.chunks, w.streams):
                 assert w._after[b] == w._my_next(j, b)
         assert NONE in w._after.tolist() or not (~w.nonzero).any()
+
+
+def test_streams_started_in_parts_continue_each_slots_copies(plan):
+    """start_streams with each slot's rounds so far sends what start sends on a worker made with those
+    copies; the streams beyond the tensor's are released from the outset."""
+    from p4gen.host.worker import WorkerError
+
+    L = FrameLayout(plan)
+    _total, xs = expected(N, 4 * L.elements, "float32", 5, 1.0, L.elements)      # 4 blocks: 4 streams of 8 slots
+    copies = [3, 0, 5, 1, 0, 0, 0, 0]
+    whole = _workers(BatchOmniWorker, L, xs, "float", 8, copies=copies)[0]
+    parts = _workers(BatchOmniWorker, L, xs, "float", 8)[0]
+    ref = whole.start(0.0)
+    assert parts.released().tolist() == [False] * 4 + [True] * 4
+    F, lens = parts.start_streams(np.array([2, 0]), [5, 3], 0.0)
+    G, glens = parts.start_streams(np.array([3, 1]), [1, 0], 0.0)
+    got = [r[:n].tobytes() for r, n in zip(F, lens)] + [r[:n].tobytes() for r, n in zip(G, glens)]
+    assert got == [ref[2], ref[0], ref[3], ref[1]]
+    assert parts.started().tolist() == [True] * 4 + [False] * 4 and parts.busy().tolist() == parts.started().tolist()
+    with pytest.raises(WorkerError, match=r"^stream 1 was started already$"):
+        parts.start_streams(np.array([1]), [0], 0.0)
+    with pytest.raises(WorkerError, match=r"^streams \[4\] must be in 0\.\.3$"):
+        parts.start_streams(np.array([4]), [0], 0.0)

@@ -28,6 +28,7 @@ class BatchRows:
         self._frames = np.zeros((slots, L.frame_len), dtype=np.uint8)
         self._open = 0                                     # slots with an outstanding packet
         self._complete_n = 0
+        self._begun = np.zeros(slots, dtype=bool)          # slots started (start, or one by one)
         offs = [sum(L.unit_sizes[:i]) for i in range(len(L.unit_sizes))]
 
         def col(name):
@@ -47,6 +48,19 @@ class BatchRows:
                 units[c[0]] = c[2]
             self._rec = np.dtype({"names": [f"u{o}" for o in units], "formats": list(units.values()),
                                   "offsets": list(units), "itemsize": L.fixed_len})
+
+    # -- slots, padded to the window --------------------------------------------------------------
+    def started(self) -> np.ndarray:
+        """Per slot of the window: True once this all-reduce has started it (all at once, or one by one)."""
+        out = np.zeros(self.window, dtype=bool)
+        out[:len(self._begun)] = self._begun
+        return out
+
+    def busy(self) -> np.ndarray:
+        """Per slot of the window: True while a packet of this all-reduce is outstanding on it."""
+        out = np.zeros(self.window, dtype=bool)
+        out[:len(self._t)] = self._t >= 0
+        return out
 
     # -- columns ------------------------------------------------------------------------------
     def _fields(self, M: np.ndarray) -> dict[str, np.ndarray]:

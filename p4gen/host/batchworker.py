@@ -41,6 +41,7 @@ from . import codec
 from ..wire import ETHERTYPE_IPV4
 from .batchrows import BatchRows
 from .fastworker import FastWorker
+from .worker import WorkerError
 
 _READ = ("ethernet.ether_type", "agg.msg_type", "agg.job", "agg.tsi", "agg.pool_index", "agg.exponent")
 
@@ -126,10 +127,35 @@ class BatchWorker(BatchRows, FastWorker):
         if self._started:
             return super().start(now)             # raises WorkerError
         self._started = True
+        self._begun[:] = True
         ts = np.arange(min(self.window, self.indices), dtype=np.int64)
         F = self._send_rows((self.tsi_base + ts) % self.window, ts, (self.tsi_base + ts) & 0xFFFFFFFF,
                             self.pool_indices(ts), now)
         return [r.tobytes() for r in F]
+
+    def start_slots(self, js, now: float = 0.0) -> np.ndarray:
+        """The first frame of each slot of ``js`` (rows, in that order; none for a slot this all-reduce
+        does not use), the other slots left to a later call.  A caller that all-reduces one tensor after
+        another on the same slots (``tsi_base = next_tsi_base``) starts each slot of the next tensor as
+        soon as the tensor before it frees that slot (:meth:`released`), instead of after its last
+        result: each slot's sequence of indices and copies is the same either way."""
+        js = np.asarray(js, dtype=np.int64)
+        if self._begun[js].any():
+            raise WorkerError(f"slot {int(js[self._begun[js]][0])} was started already")
+        self._started = True
+        self._begun[js] = True
+        ts = (js - self.tsi_base) % self.window
+        used = ts < self.indices
+        js, ts = js[used], ts[used]
+        if not len(js):
+            return self._frames[:0]
+        return self._send_rows(js, ts, (self.tsi_base + ts) & 0xFFFFFFFF, self.pool_indices(ts), now)
+
+    def released(self) -> np.ndarray:
+        """Per slot of the window: True once this all-reduce will send nothing more on it (started and its
+        last index done, or never used)."""
+        unused = (np.arange(self.window) - self.tsi_base) % self.window >= self.indices
+        return unused | (self._begun & (self._t < 0))
 
     def receive(self, frame, now: float = 0.0) -> list[bytes]:
         M = self._one_row(frame)

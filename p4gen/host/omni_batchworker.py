@@ -46,7 +46,8 @@ from . import codec
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP
 from .batchrows import BatchRows
 from .omni_packet import FLAG_DATA, NONE
-from .omni_worker import OmniProtocolError, OmniWorker
+from .omni_worker import OmniProtocolError, OmniWorker, tsi_fits
+from .worker import WorkerError
 
 _READ = ("ethernet.ether_type", "ipv4.protocol", "agg.msg_type", "agg.flags", "agg.job", "agg.tsi",
          "agg.pool_index", "agg.exponent", "agg.next")
@@ -170,10 +171,44 @@ class BatchOmniWorker(BatchRows, OmniWorker):
         if self._started:
             return super().start(now)             # raises WorkerError
         self._started = True
+        self._begun[:] = True
         if self.mode == "float":
             self._expf[:] = np.array(self._stream_exp, dtype=np.int64) + codec.EXPONENT_BIAS
         F, lens = self._send_rows(np.arange(self.streams, dtype=np.int64), now)
         return _cut(F, lens)
+
+    def start_streams(self, js, copies, now: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+        """The discovery round of each stream of ``js`` (rows with their lengths, in that order), the other
+        streams left to a later call; ``copies[i]``: the rounds slot ``js[i]`` ran before this all-reduce.
+        A caller that all-reduces one tensor after another on the same slots starts each stream as soon
+        as the tensor before it frees that slot (:meth:`released`), with the rounds that tensor left
+        (``next_copies``); each slot's rounds and copies are the same as after a whole tensor."""
+        js = np.asarray(js, dtype=np.int64)
+        cs = np.asarray(copies, dtype=np.int64)
+        if len(js) and (js.min() < 0 or js.max() >= self.streams):
+            raise WorkerError(f"streams {js.tolist()} must be in 0..{self.streams - 1}")
+        if self._begun[js].any():
+            raise WorkerError(f"stream {int(js[self._begun[js]][0])} was started already")
+        if len(cs) and not tsi_fits(self.tsi_base, self.window, cs.tolist(), self.chunks):
+            raise WorkerError(f"tsi_base={self.tsi_base} with {int(cs.max())} rounds done and {self.chunks} blocks to "
+                              f"go does not fit the 32-bit tsi (window {self.window})")
+        self._started = True
+        self._begun[js] = True
+        self._copies[js] = cs
+        for j, c in zip(js.tolist(), cs.tolist()):
+            self._copy0[j] = c
+        if self.mode == "float":
+            self._expf[js] = np.array(self._stream_exp, dtype=np.int64)[js] + codec.EXPONENT_BIAS
+        if not len(js):
+            return self._frames[:0], self._lens[:0]
+        return self._send_rows(js, now)
+
+    def released(self) -> np.ndarray:
+        """Per slot of the window: True once this all-reduce will send nothing more on it (its stream started
+        and ended, or no stream of this tensor runs on it)."""
+        out = np.ones(self.window, dtype=bool)
+        out[:self.streams] = self._begun & (self._t < 0)
+        return out
 
     def receive(self, frame, now: float = 0.0) -> list[bytes]:
         M = self._one_row(frame)
