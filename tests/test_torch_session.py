@@ -45,6 +45,20 @@ def _run(sessions, arrays_per_rank):
     return out
 
 
+def _through_switch(plan, job_file, arrays):
+    """The arrays of each rank all-reduced through a fresh loopback switch: (results, each rank's session
+    stats); no datagram reached the switch from an unknown sender."""
+    with udp_switch(plan, job_file) as sw:
+        ss = _sessions(plan, job_file, sw)
+        try:
+            got = _run(ss, arrays)
+        finally:
+            for s in ss:
+                s.close()
+    assert sw.model.stats["drop_unknown"] == 0
+    return got, [s.stats for s in ss]
+
+
 def test_bucket_sequences_sum_within_the_codec_bound(setup):
     plan, job_file = setup
     rng = np.random.default_rng(0)
@@ -56,13 +70,7 @@ def test_bucket_sequences_sum_within_the_codec_bound(setup):
             for a in arrays[r]:
                 blocks = a[: a.size // 64 * 64].reshape(-1, 64)
                 blocks[rng.random(len(blocks)) < 0.7] = 0
-    with udp_switch(plan, job_file) as sw:
-        ss = _sessions(plan, job_file, sw)
-        try:
-            got = _run(ss, arrays)
-        finally:
-            for s in ss:
-                s.close()
+    got, _stats = _through_switch(plan, job_file, arrays)
     k = 64
     for i, size in enumerate(sizes):
         exact = np.sum([arrays[r][i].astype(np.float64) for r in range(N)], axis=0)
@@ -76,7 +84,6 @@ def test_bucket_sequences_sum_within_the_codec_bound(setup):
                     e = max(int(codec.exponent_of(arrays[q][i])) for q in range(N))
                 bound = codec.error_bound(e, N, 32) + np.abs(exact[c:c + k]) * 2.0 ** -23
                 assert np.all(np.abs(red.total[c:c + k] - exact[c:c + k]) <= bound)
-    assert sw.model.stats["drop_unknown"] == 0
 
 
 def test_nan_on_one_worker_flags_that_bucket_on_every_worker(setup):
@@ -85,13 +92,7 @@ def test_nan_on_one_worker_flags_that_bucket_on_every_worker(setup):
     arrays = [[rng.standard_normal(300).astype(np.float32) for _ in range(3)] for _ in range(N)]
     arrays[2][1][17] = np.inf
     arrays[0][1][5] = np.nan
-    with udp_switch(plan, job_file) as sw:
-        ss = _sessions(plan, job_file, sw)
-        try:
-            got = _run(ss, arrays)
-        finally:
-            for s in ss:
-                s.close()
+    got, _stats = _through_switch(plan, job_file, arrays)
     assert [[red.flagged for red in got[r]] for r in range(N)] == [[False, True, False]] * N
     exact = np.sum([arrays[r][2].astype(np.float64) for r in range(N)], axis=0)
     assert np.allclose(got[1][2].total, exact, atol=1e-6)                 # the bucket after it is clean
@@ -146,6 +147,26 @@ def test_a_job_whose_chunk_indices_run_out_fails_the_bucket_with_one_line(setup)
         s.close()
     s = Session(plan, m, position=(0, [0] * m.window))  # a fresh job has room for the same array
     try:
-        assert s._worker(np.ones(64 * 40, np.float32)).chunks == 40
+        assert s.pipeline.worker(np.ones(64 * 40, np.float32)).chunks == 40
     finally:
         s.close()
+
+
+def test_a_bucket_starts_on_the_slots_the_one_before_frees(setup):
+    """Buckets are pipelined: the second bucket's first packets go out while the first one still waits
+    for its last results (it frees the slots its second round does not use), and the sums are those of
+    the codec."""
+    plan, job_file = setup
+    rng = np.random.default_rng(3)
+    # 20 chunks (blocks) on 16 slots: slots 4-15 are free while slots 0-3 carry a last round
+    sizes = [20 * 64, 5 * 64, 64 * 64]
+    arrays = [[rng.standard_normal(s).astype(np.float32) for s in sizes] for _ in range(N)]
+    got, stats = _through_switch(plan, job_file, arrays)
+    for r in range(N):
+        times = stats[r].per_array
+        assert [t[0] for t in times] == sizes
+        assert times[1][2] < times[0][3] and times[2][2] < times[1][3]     # first sent before the last one's sum
+        for i in range(len(sizes)):
+            exact = np.sum([arrays[q][i].astype(np.float64) for q in range(N)], axis=0)
+            e = max(int(codec.exponent_of(arrays[q][i])) for q in range(N))
+            assert np.all(np.abs(got[r][i].total - exact) <= codec.error_bound(e, N, 32) + np.abs(exact) * 2.0 ** -23)

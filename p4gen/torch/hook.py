@@ -155,7 +155,7 @@ def _functional(optimizer) -> Any:
 
 def register(model: torch.nn.parallel.DistributedDataParallel, *, switch: str, plan: Plan | str | Path,
              job: Any, protocol: str | None = None, window: int | None = None, optimizer=None,
-             timeout: float = 0.01, max_timeout: float = 0.2, stall_timeout: float = 10.0,
+             timeout: float = 0.01, max_timeout: float = 1.0, stall_timeout: float = 10.0, gather: float = 0.0,
              resume: Hook | None = None) -> Hook:
     """Aggregate ``model``'s gradients through the switch at ``switch`` (``IP`` or ``IP:PORT``).
 
@@ -164,6 +164,9 @@ def register(model: torch.nn.parallel.DistributedDataParallel, *, switch: str, p
     with id r, and binds that worker's address and UDP port.  The rank and
     world size come from the model's process group.  ``protocol`` defaults to
     the plan's.  ``optimizer=(cls, kwargs)`` turns on per-bucket updates.
+    ``timeout``, ``max_timeout``, ``stall_timeout`` and ``gather`` are the
+    session's (:class:`p4gen.torch.session.Session`): on a slow link, give a
+    ``timeout`` that covers the time the window's packets take on it.
 
     The job's slots must be fresh (a new job, or ``p4gen ctl reset``): the
     switch drops chunk indices older than those it holds.  A second model
@@ -181,7 +184,8 @@ def register(model: torch.nn.parallel.DistributedDataParallel, *, switch: str, p
     member: Member = member_from_job(jb, pl, rank, world, switch, window)
     fopt = None if optimizer is None else _functional(optimizer)
     session = Session(pl, member, protocol=protocol, timeout=timeout, max_timeout=max_timeout,
-                      stall_timeout=stall_timeout, position=None if resume is None else resume.session.position)
+                      stall_timeout=stall_timeout, gather=gather,
+                      position=None if resume is None else resume.session.position)
     hook = Hook(session, world, fopt)
     model.register_comm_hook(hook, switch_allreduce_hook)
     return hook

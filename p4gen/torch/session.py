@@ -2,11 +2,14 @@
 
 :class:`Session` owns a UDP socket and one network thread.  :meth:`submit`
 queues a flat float32 array and returns a :class:`concurrent.futures.Future`
-at once; the thread all-reduces the queued arrays one after another with
-the worker state machines of :mod:`p4gen.host` (``FastWorker`` for SwitchML,
-``OmniWorker`` for OmniReduce), each continuing the slots where the last one
-stopped (``next_tsi_base``, ``next_copies``), so every worker of the job
-must submit the same sequence of array sizes -- as DDP's buckets are.
+at once; the thread all-reduces the queued arrays with the batch worker
+state machines of :mod:`p4gen.host` (``BatchWorker`` for SwitchML,
+``BatchOmniWorker`` for OmniReduce), each continuing the slots where the one
+before it leaves them (``next_tsi_base``, ``next_copies``), so every worker
+of the job must submit the same sequence of array sizes -- as DDP's buckets
+are.  The arrays are pipelined: each slot passes to the next array as soon
+as the one before it frees that slot, and results are handled a burst at a
+time (:mod:`p4gen.torch.pipeline`).
 
 Each packet is the worker's frame from the ``agg`` header on, as a UDP
 datagram to the switch's address (the testbed agents' wire form); results
@@ -14,22 +17,28 @@ come back the same way.  An array holding NaN or Inf is sent flagged
 (``flag=True``: the reserved exponent, no values), and a result whose
 exponent carries the flag completes with ``flagged`` set on every worker.
 
+Timers.  A packet's first timeout is ``timeout`` until the round trips of
+this session have been measured, then the estimate from them (RFC 6298,
+never below ``timeout``), doubling on each retransmission up to
+``max_timeout``.  A window of packets queued on a slow link takes the
+window's size over the link rate to drain: ``timeout`` should cover that,
+or the first window is sent again while it still waits in the queue.
+
 The switch remembers, per slot copy, the newest chunk it has seen, and (in
 the hardened variant) drops older ones.  So a session starts at chunk index
 0 only on slots that were reset (``p4gen ctl reset``, a fresh switch or
 job); a second session on the same job in one process starts at the first's
 :attr:`position`.
 
-When no result arrives for ``stall_timeout`` seconds, the current array and
-every later one fail with :class:`SwitchLostError`; a session never blocks
-its caller.
+When no result arrives for ``stall_timeout`` seconds, the arrays in flight
+and every later one fail with :class:`SwitchLostError`; a session never
+blocks its caller.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import queue
-import select
 import socket
 import threading
 import time
@@ -40,15 +49,14 @@ import numpy as np
 
 from .. import protocols
 from ..errors import P4genError
-from ..host.fastworker import FastWorker
-from ..host.omni_worker import OmniWorker, tsi_fits as omni_tsi_fits
-from ..host.packet import Endpoint, datagram_prefix
 from ..host.worker import RttEstimator
 from ..plan import Plan
-from ..wire import FrameLayout, ip as ip_int
+from ..wire import FrameLayout
+from .pipeline import LostSwitch, Pipeline, Reduced, SessionStats, UsedUp
+
+__all__ = ["Member", "Reduced", "Session", "SessionStats", "SwitchLostError", "TorchHookError", "member_from_job"]
 
 PROTOCOLS = protocols.protocol_names()
-_TSI_LIMIT = 1 << 32
 
 
 class TorchHookError(P4genError):
@@ -73,28 +81,6 @@ class Member:
     switch_port: int
     mac: int = 0
     switch_mac: int = 0
-
-
-@dataclass
-class Reduced:
-    """An all-reduced array: the sum over the workers, and whether any worker flagged it."""
-
-    total: np.ndarray
-    flagged: bool
-    packets: int
-    retransmitted: int
-
-
-@dataclass
-class SessionStats:
-    arrays: int = 0
-    packets: int = 0
-    retransmitted: int = 0
-    flagged: int = 0
-    busy_s: float = 0.0            # time the network thread spent all-reducing
-    wait_s: float = 0.0            # ... of which waiting for packets (the rest: codec, frames, syscalls)
-    blocks: int = 0                # packet-sized blocks of the arrays sent
-    nonzero_blocks: int = 0        # ... of which this worker held a non-zero value
 
 
 def member_from_job(job, plan: Plan, rank: int, world_size: int, switch: str, window: int | None = None) -> Member:
@@ -122,8 +108,8 @@ def member_from_job(job, plan: Plan, rank: int, world_size: int, switch: str, wi
 
 class Session:
     def __init__(self, plan: Plan | str | Path, member: Member, *, protocol: str | None = None,
-                 timeout: float = 0.01, max_timeout: float = 0.2, stall_timeout: float = 10.0,
-                 position: tuple[int, list[int]] | None = None):
+                 timeout: float = 0.01, max_timeout: float = 1.0, stall_timeout: float = 10.0,
+                 gather: float = 0.0, position: tuple[int, list[int]] | None = None):
         self.plan = plan if isinstance(plan, Plan) else Plan.load(plan)
         self.protocol = protocol or self.plan.protocol
         if self.protocol not in PROTOCOLS:
@@ -133,14 +119,13 @@ class Session:
                                  f"{self.plan.protocol}")
         if not (0 < timeout <= max_timeout and stall_timeout > max_timeout):
             raise TorchHookError("timeouts must satisfy 0 < timeout <= max_timeout < stall_timeout")
+        if not 0 <= gather < stall_timeout:
+            raise TorchHookError(f"gather={gather!r} must be in [0, stall_timeout)")
         self.sparse = protocols.protocol(self.protocol).sparse
         self.member = m = member
         self.layout = FrameLayout(self.plan)
         self.timeout, self.max_timeout, self.stall_timeout = timeout, max_timeout, stall_timeout
-        self._src = Endpoint(m.mac, ip_int(m.ip), m.udp_port)
-        self._dst = Endpoint(m.switch_mac, ip_int(m.switch_ip), m.switch_port)
-        self._prefix = datagram_prefix(self.layout, m.switch_port)
-        self._hoff = self.layout.headers["agg"].offset
+        self.gather = gather
         try:
             self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
@@ -151,9 +136,16 @@ class Session:
         self.sock.setblocking(False)
         self.stats = SessionStats()
         self.rtt = RttEstimator()           # the job's round trips, carried from bucket to bucket
-        self._tsi_base, self._copies = position if position is not None else (0, [0] * m.window)
-        if len(self._copies) != m.window:
-            raise TorchHookError(f"position has {len(self._copies)} slot copies; the session has {m.window} slots")
+        position = position if position is not None else (0, [0] * m.window)
+        if len(position[1]) != m.window:
+            self.sock.close()
+            raise TorchHookError(f"position has {len(position[1])} slot copies; the session has {m.window} slots")
+        try:
+            self.pipeline = Pipeline(self.layout, m, self.sock, sparse=self.sparse, timeout=timeout,
+                                     max_timeout=max_timeout, rtt=self.rtt, stats=self.stats, position=position)
+        except BaseException:
+            self.sock.close()
+            raise
         self._queue: queue.Queue = queue.Queue()
         self._failed: BaseException | None = None
         self._closed = False
@@ -167,8 +159,9 @@ class Session:
 
     @property
     def position(self) -> tuple[int, list[int]]:
-        """Where the job's slots stand after the arrays done so far: a later session starts there."""
-        return self._tsi_base, list(self._copies)
+        """Where the job's slots stand after the arrays taken on so far (read it with none in flight): a
+        later session starts there."""
+        return self.pipeline.position
 
     # -- caller side -------------------------------------------------------------
     def submit(self, array: np.ndarray) -> concurrent.futures.Future:
@@ -179,7 +172,7 @@ class Session:
         elif self._failed is not None:
             fut.set_exception(self._failed)
         else:
-            self._queue.put((np.ascontiguousarray(array, dtype=np.float32).reshape(-1), fut))
+            self._queue.put((np.ascontiguousarray(array, dtype=np.float32).reshape(-1), fut, time.monotonic()))
         return fut
 
     def close(self) -> None:
@@ -197,101 +190,55 @@ class Session:
 
     # -- network thread ----------------------------------------------------------
     def _run(self) -> None:
+        pipe = self.pipeline
+        closing = False
+        last, progress = time.monotonic(), 0
         while True:
-            item = self._queue.get()
-            if item is None:
-                return
-            x, fut = item
-            if self._failed is not None:
-                fut.set_exception(self._failed)
-                continue
-            t0 = time.perf_counter()
-            try:
-                fut.set_result(self._allreduce(x))
-            except SwitchLostError as exc:
-                self._failed = exc
-                fut.set_exception(exc)
-            except Exception as exc:           # a bug or a bad array: that future fails, not the process
-                fut.set_exception(exc)
-            self.stats.busy_s += time.perf_counter() - t0
-
-    def _worker(self, x: np.ndarray):
-        m = self.member
-        flag = not bool(np.isfinite(x).all())
-        if flag:
-            x = np.zeros_like(x)
-        kw = dict(job=m.job, window=m.window, n_workers=m.world_size, src=self._src, dst=self._dst,
-                  tsi_base=self._tsi_base, timeout=self.timeout, backoff=2.0, max_timeout=self.max_timeout,
-                  flag=flag, rtt=self.rtt)
-        used_up = TorchHookError(f"rank {m.rank}: the job has used up its 2^32 chunk indices; start a new job")
-        if self.sparse:
-            # a slot's rounds number its tsi (next_tsi_base stays put): the rounds still to go must fit
-            if not omni_tsi_fits(self._tsi_base, m.window, self._copies, -(-x.size // self.layout.elements)):
-                raise used_up
-            return OmniWorker(self.layout, x, mode="float", copies=self._copies, **kw)
-        w = FastWorker(self.layout, x, mode="float", **kw)
-        if w.next_tsi_base >= _TSI_LIMIT:
-            raise used_up
-        return w
-
-    def _count_blocks(self, x: np.ndarray) -> None:
-        k = self.layout.elements
-        nb = -(-x.size // k)
-        pad = np.zeros(nb * k, dtype=np.float32)
-        pad[:x.size] = x
-        self.stats.blocks += nb
-        self.stats.nonzero_blocks += int(np.count_nonzero((pad.reshape(nb, k) != 0).any(axis=1)))
-
-    def _allreduce(self, x: np.ndarray) -> Reduced:
-        self._count_blocks(x)
-        w = self._worker(x)
-        sock, dst, hoff, prefix = self.sock, (self.member.switch_ip, self.member.switch_port), self._hoff, self._prefix
-        sent = 0
-
-        def send(frames) -> None:
-            nonlocal sent
-            for f in frames:
+            while True:                        # take the arrays submitted; block only with none in flight
                 try:
-                    sock.sendto(memoryview(f)[hoff:], dst)
-                    sent += 1
-                except OSError:
-                    pass                        # lost like any frame; the slot's timer resends it
-        now = time.monotonic()
-        send(w.start(now))
-        last, accepted = now, 0
-        fd = sock.fileno()
-        while not w.done:
-            dl = w.next_deadline()
-            wait = 0.05 if dl is None else min(0.05, max(0.0, dl - now))
-            t = time.monotonic()
-            ready, _, _ = select.select([fd], [], [], wait)
-            now = time.monotonic()
-            self.stats.wait_s += now - t
-            if ready:
-                for _ in range(1024):
-                    try:
-                        data = sock.recv(65535)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    send(w.receive(prefix + data, now))
-            if w.stats.accepted != accepted:
-                accepted, last = w.stats.accepted, now
-            send(w.tick(now))
-            if now - last > self.stall_timeout:
-                out = w.outstanding()
-                slot, t = min(out.items(), key=lambda kv: kv[1]) if out else (-1, -1)
-                m = self.member
-                raise SwitchLostError(
-                    f"rank {m.rank}: no result from the switch at {m.switch_ip}:{m.switch_port} for "
-                    f"{self.stall_timeout:g} s (array {self.stats.arrays}, slot {slot}, index {t}, "
-                    f"{int(w.complete.sum())}/{w.chunks} chunks done); the switch or a peer worker is gone")
-        total = w.result().reshape(-1)
-        self._tsi_base = w.next_tsi_base
-        if self.sparse:
-            self._copies = w.next_copies
-        st = self.stats
-        st.arrays += 1
-        st.packets += sent
-        st.retransmitted += w.stats.retransmitted
-        st.flagged += bool(w.flagged)
-        return Reduced(total, bool(w.flagged), sent, w.stats.retransmitted)
+                    item = self._queue.get(block=not pipe.inflight and not closing)
+                except queue.Empty:
+                    break
+                if item is None:
+                    closing = True
+                    continue
+                x, fut, submitted = item
+                if self._failed is not None:
+                    fut.set_exception(self._failed)
+                    continue
+                t0, c0 = time.perf_counter(), time.thread_time()
+                if not pipe.inflight:
+                    last = time.monotonic()
+                try:
+                    pipe.add(x, fut, submitted, time.monotonic())
+                except UsedUp:
+                    fut.set_exception(TorchHookError(f"rank {self.member.rank}: the job has used up its 2^32 chunk "
+                                                     "indices; start a new job"))
+                except Exception as exc:      # a bug or a bad array: that future fails, not the process
+                    fut.set_exception(exc)
+                self.stats.busy_s += time.perf_counter() - t0
+                self.stats.cpu_s += time.thread_time() - c0
+            if not pipe.inflight:
+                if closing:
+                    return
+                continue
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                pipe.step(self.gather)
+                now = time.monotonic()
+                if pipe.progress != progress:
+                    progress, last = pipe.progress, now
+                elif pipe.inflight and now - last > self.stall_timeout:
+                    raise self._lost(pipe.lost())
+            except Exception as exc:          # the switch is gone, or a fault: every array in flight fails
+                self._failed = exc
+                pipe.fail(exc)
+            self.stats.busy_s += time.perf_counter() - t0
+            self.stats.cpu_s += time.thread_time() - c0
+
+    def _lost(self, lost: LostSwitch) -> SwitchLostError:
+        m = self.member
+        return SwitchLostError(
+            f"rank {m.rank}: no result from the switch at {m.switch_ip}:{m.switch_port} for "
+            f"{self.stall_timeout:g} s (array {self.stats.arrays}, slot {lost.slot}, index {lost.index}, "
+            f"{lost.done}/{lost.chunks} chunks done); the switch or a peer worker is gone")
