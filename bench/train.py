@@ -1,27 +1,39 @@
-"""Training step time through the switch against Gloo, on the same Mininet links (run as root).
+"""Training step time through the switch against Gloo, on models whose steps are bound by the links (run as root).
 
-    python bench/train.py [--workers 4] [--bw 50] [--epochs 1] [--json out.json]
+    python bench/train.py [--workers 4,8] [--bw 25,50] [--target soft,bmv2] [--epochs 1] [--json out.json]
 
-One process per Mininet host (``p4gen testbed train``'s runner), the digits,
-the software switch.  Each comparison is two runs on the same topology,
-links, data and seed, and is printed as a ratio of their mean step times
-(a step: zero_grad, forward, backward with the hook's all-reduce, the
-optimiser):
+As root; on a shared machine, under ``flock /tmp/p4gen-bench.lock`` and in a network namespace of
+its own (``unshare -n sh -c 'ip link set lo up && exec ...'``).
 
-1. the hook (SwitchML) against Gloo's all-reduce, on the dense MLP and on
-   the EmbeddingBag model;
-2. per-bucket updates against a step after backward (SwitchML, the
-   EmbeddingBag model in buckets of --bucket-mb MiB, so a step has several);
-3. OmniReduce against SwitchML on the EmbeddingBag model, whose gradient is
-   block-sparse (the measured block density is printed);
-4. where a SwitchML step's time goes, per step on rank 0: waiting for
-   packets (the network and the peers), the rest of the network thread's
-   work (quantise, frames, dequantise, sockets), the optimiser, and
-   forward/backward (the step minus the optimiser and minus what backward
-   waited for).  Quantise and dequantise alone are timed on the same
-   buckets in this process, with the codec's own functions.
+One row per configuration: build target (soft: 2048 values in 8 KiB frames on
+9000-byte links; bmv2: BMv2's limits, 256 values a SwitchML frame and 128 an
+OmniReduce block, on 1500-byte links; both run on the software switch,
+``p4gen testbed``'s default without BMv2), workers and link rate, on a star
+of Mininet hosts (``p4gen testbed train``'s runner, one ``torchrun`` per
+host, one epoch per run).  Each row runs:
 
-The machine is shared and noisy: read the ratios, from this one run.
+* the dense model (``wide``, 1.1 M parameters on the digits) with Gloo's ring
+  all-reduce (its TCP crosses the switch node's kernel bridge), with the
+  hook (SwitchML), and with the hook and per-bucket optimiser updates;
+* the sparse model (``rec``, a click model with 1.1 M parameters, almost all
+  in an embedding whose gradient is block-sparse) with Gloo, SwitchML and
+  OmniReduce.
+
+For each run: its mean step time over the steps after the first (the first
+also pays for DDP's first iteration), and its link-rate bound per step: the
+bytes the protocol must put on each host link per step, over the link rate
+(Gloo: 2(n-1)/n of the gradient each way in full TCP segments; SwitchML and
+OmniReduce: the frames rank 0 needed per step in its busier direction,
+headers included, retransmissions not).  Then the ratios, each from this
+one run: SwitchML / Gloo and per-bucket / after backward on the dense model,
+OmniReduce / SwitchML on the sparse one (with the block density of rank 0's
+gradient and the union's, the blocks some worker held); each switch run's
+loss curve against Gloo's (``p4gen.torch.parity``); and where rank 0's step
+went: the network thread's work (wall time not spent waiting for packets,
+and its CPU time) as a share of the step.
+
+The machine is shared and noisy: the load average is printed before and
+after every row.
 """
 
 from __future__ import annotations
@@ -30,48 +42,93 @@ import argparse
 import json
 import os
 import sys
-import time
 
-import numpy as np
-
-
-def _mean_ms(xs) -> float:
-    return 1e3 * float(np.mean(xs))
+DENSE, SPARSE = "wide", "rec"
+RUNS = ((DENSE, "gloo", False), (DENSE, "switchml", False), (DENSE, "switchml", True),
+        (SPARSE, "gloo", False), (SPARSE, "switchml", False), (SPARSE, "omnireduce", False))
 
 
-def _codec_ms(size: int, n: int, elements: int, reps: int = 5) -> tuple[float, float]:
-    """Quantise and dequantise of one ``size``-element bucket (fastest of ``reps``), in ms."""
-    from p4gen.host import codec
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.2f}"
 
-    x = np.random.default_rng(0).standard_normal(size).astype(np.float32)
-    k = elements
-    nb = -(-size // k)
-    blocks = np.zeros(nb * k, np.float64)
-    blocks[:size] = x
-    blocks = blocks.reshape(nb, k)
-    e = codec.exponent_of(blocks, axis=1)
-    q_best = d_best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        q = [codec.to_wire(codec.quantize(blocks[i], int(e[i]), n)) for i in range(nb)]
-        t1 = time.perf_counter()
-        [codec.dequantize(codec.from_wire(q[i]) * n, int(e[i]), n) for i in range(nb)]
-        t2 = time.perf_counter()
-        q_best, d_best = min(q_best, t1 - t0), min(d_best, t2 - t1)
-    return 1e3 * q_best, 1e3 * d_best
+
+def _key(model: str, proto: str, per_bucket: bool) -> str:
+    return f"{model} {proto}" + (" per-bucket" if per_bucket else "")
+
+
+def run_row(target: str, workers: int, mbit: float, epochs: int, plans) -> dict:
+    """Every run of one configuration: key -> rank 0's training record."""
+    from p4gen.testbed.net import Network
+    from p4gen.testbed.nodes import SoftSwitch
+    from p4gen.testbed.plans import build_plan
+    from p4gen.testbed.topo import star
+    from p4gen.testbed.train import run_train
+
+    out = {}
+    for model, proto, per_bucket in RUNS:
+        plan = build_plan("switchml" if proto == "gloo" else proto, workers, plans, target=target)
+        with Network(star(workers, mbit), switch=SoftSwitch, plan_dir=plan) as net:
+            out[_key(model, proto, per_bucket)] = run_train(net, protocol=proto, model=model, epochs=epochs,
+                                                             per_bucket=per_bucket)
+    return out
+
+
+def report(target: str, workers: int, mbit: float, runs: dict, load: str) -> list[str]:
+    """The row's lines: step times and bounds, the ratios, parity, where a step went."""
+    from p4gen.torch.models import dataset
+    from p4gen.torch.parity import compare
+    from p4gen.testbed.train_stats import steady_step, step_bound
+
+    def ms(key):
+        return 1e3 * steady_step(runs[key])
+
+    def bound(key):
+        return 1e3 * step_bound(runs[key])[0]
+
+    lines = [f"{target} target, {workers} workers, {mbit:g} Mbit/s ({load})"]
+    for key, rec in runs.items():
+        h = rec.get("hook") or {}
+        extra = ""
+        if h.get("block_density") is not None:
+            extra = f", block density {h['block_density']:.3f}"
+            if h.get("union_density") is not None:
+                extra += f" (union {h['union_density']:.3f})"
+        lines.append(f"  {key:<24} {len(rec['step_time']):3d} steps  step {ms(key):7.1f} ms  bound {bound(key):7.1f} ms "
+                     f"({step_bound(rec)[1]})  {100 * bound(key) / ms(key):3.0f}% of bound{extra}")
+    d, s = DENSE, SPARSE
+    lines.append(f"  ratios: switchml / gloo, {d} {ms(f'{d} switchml') / ms(f'{d} gloo'):.2f} "
+                 f"(bounds {bound(f'{d} switchml') / bound(f'{d} gloo'):.2f});  "
+                 f"per-bucket / after backward, {d} {ms(f'{d} switchml per-bucket') / ms(f'{d} switchml'):.2f};  "
+                 f"omnireduce / switchml, {s} {ms(f'{s} omnireduce') / ms(f'{s} switchml'):.2f} "
+                 f"(bounds {bound(f'{s} omnireduce') / bound(f'{s} switchml'):.2f});  "
+                 f"switchml / gloo, {s} {ms(f'{s} switchml') / ms(f'{s} gloo'):.2f}")
+    for model in (d, s):
+        test = len(dataset(model)[3])
+        for key in (k for k in runs if k.startswith(model) and "gloo" not in k):
+            lines.append("  " + compare(runs[key], runs[f"{model} gloo"], test).line(f"{key} against gloo"))
+    for key in (k for k in runs if "gloo" not in k):
+        rec = runs[key]
+        h, steps = rec["hook"], len(rec["step_time"])
+        step = sum(rec["step_time"]) / steps
+        work, cpu, wait = (h["busy_s"] - h["wait_s"]) / steps, h["cpu_s"] / steps, h["wait_s"] / steps
+        opt = (h["bucket_optimizer_s"] / steps) if rec["per_bucket"] else sum(rec["optimizer_time"]) / steps
+        lines.append(f"  {key:<24} a step (mean of all {steps}) {1e3 * step:7.1f} ms: network thread waiting "
+                     f"{1e3 * wait:7.1f}, working {1e3 * work:6.1f} ({100 * work / step:4.1f}% of the step; its CPU "
+                     f"{1e3 * cpu:6.1f} ms, {100 * cpu / step:4.1f}%), optimiser {1e3 * opt:5.1f}; "
+                     f"{h['arrays'] / steps:.0f} buckets, {h['packets'] / steps:.0f} packets "
+                     f"({h['retransmitted'] / steps:.1f} resent) a step")
+    return lines
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--bw", type=float, default=50.0, help="link rate, Mbit/s")
-    ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--bucket-mb", type=float, default=0.05)
-    ap.add_argument("--json")
+    ap.add_argument("--workers", default="4,8", help="worker counts, comma-separated (default 4,8)")
+    ap.add_argument("--bw", default="25,50", help="link rates in Mbit/s, comma-separated (default 25,50)")
+    ap.add_argument("--target", default="soft,bmv2", help="build targets, comma-separated (default soft,bmv2)")
+    ap.add_argument("--epochs", type=int, default=1, help="epochs per run (default 1)")
+    ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
+    ap.add_argument("--json", help="write every run's record here")
     a = ap.parse_args(argv)
-    if os.geteuid() != 0:
-        print("bench/train.py needs root (Mininet)", file=sys.stderr)
-        return 2
     from p4gen.extras import lacking
     from p4gen.testbed.procs import missing_requirements
 
@@ -79,71 +136,25 @@ def main(argv=None) -> int:
     if why:
         print(f"bench/train.py: {why}", file=sys.stderr)
         return 2
-    from p4gen.testbed.net import Network
-    from p4gen.testbed.nodes import SoftSwitch
-    from p4gen.testbed.plans import build_plan
-    from p4gen.testbed.topo import star
-    from p4gen.testbed.train import run_train
-
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; {a.workers} workers, "
-          f"{a.bw:g} Mbit/s star links, software switch, {a.epochs} epoch(s) of the digits per run", flush=True)
-    runs: dict[str, dict] = {}
-
-    def run(key, proto, model, **kw):
-        plan = build_plan("switchml" if proto == "gloo" else proto, a.workers)
-        with Network(star(a.workers, a.bw), switch=SoftSwitch, plan_dir=plan) as net:
-            rec = run_train(net, protocol=proto, model=model, epochs=a.epochs, **kw)
-        rec["elements"] = json.loads((plan / "plan.json").read_text())["params"]["elements_per_packet"]
-        runs[key] = rec
-        h = rec.get("hook") or {}
-        print(f"  {key:<28} {len(rec['step_time'])} steps, mean step {_mean_ms(rec['step_time']):7.1f} ms"
-              + (f", block density {h['block_density']:.3f}" if h.get("block_density") is not None else ""),
-              flush=True)
-        return rec
-
-    run("gloo mlp", "gloo", "mlp")
-    run("switchml mlp", "switchml", "mlp")
-    run("gloo embbag", "gloo", "embbag")
-    run("switchml embbag", "switchml", "embbag")
-    run("omnireduce embbag", "omnireduce", "embbag")
-    run("switchml embbag buckets", "switchml", "embbag", bucket_mb=a.bucket_mb)
-    run("switchml embbag per-bucket", "switchml", "embbag", bucket_mb=a.bucket_mb, per_bucket=True)
-
-    def ratio(x, y) -> float:
-        return float(np.mean(runs[x]["step_time"]) / np.mean(runs[y]["step_time"]))
-
-    print("\nstep time ratios (mean step time, this run):")
-    print(f"  switchml / gloo, mlp                 {ratio('switchml mlp', 'gloo mlp'):.2f}")
-    print(f"  switchml / gloo, embbag              {ratio('switchml embbag', 'gloo embbag'):.2f}")
-    print(f"  per-bucket / after backward          {ratio('switchml embbag per-bucket', 'switchml embbag buckets'):.2f}"
-          f"  ({runs['switchml embbag buckets']['hook']['arrays'] // len(runs['switchml embbag buckets']['step_time'])}"
-          f" buckets a step)")
-    print(f"  omnireduce / switchml, embbag        {ratio('omnireduce embbag', 'switchml embbag'):.2f}"
-          f"  (block density {runs['omnireduce embbag']['hook']['block_density']:.3f}, "
-          f"packets a step {runs['omnireduce embbag']['hook']['packets'] / len(runs['omnireduce embbag']['step_time']):.0f}"
-          f" against {runs['switchml embbag']['hook']['packets'] / len(runs['switchml embbag']['step_time']):.0f})")
-
-    from p4gen.torch.train import VOCAB, DIM
-
-    print("\nwhere a SwitchML step goes (rank 0, ms per step):")
-    for key, size in (("switchml mlp", 64 * 64 + 64 + 64 * 10 + 10), ("switchml embbag", VOCAB * DIM + DIM * 10 + 10)):
-        rec = runs[key]
-        steps = len(rec["step_time"])
-        h = rec["hook"]
-        step = _mean_ms(rec["step_time"])
-        wait = 1e3 * h["wait_s"] / steps
-        work = 1e3 * (h["busy_s"] - h["wait_s"]) / steps
-        opt = _mean_ms(rec["optimizer_time"])
-        q, d = _codec_ms(size, a.workers, rec["elements"])
-        rest = step - opt - wait - work
-        print(f"  {key:<18} step {step:6.1f} = network wait {wait:6.1f} + network thread work {work:5.1f} "
-              f"(of which quantise {q:.1f}, dequantise {d:.1f}) + optimiser {opt:4.1f} + forward/backward and the "
-              f"rest {rest:5.1f}")
+    targets = [t for t in a.target.split(",") if t]
+    workers = [int(x) for x in a.workers.split(",") if x]
+    rates = [float(x) for x in a.bw.split(",") if x]
+    print(f"{os.cpu_count()} cores; one epoch per run: {DENSE} (dense) and {SPARSE} (block-sparse); step = mean "
+          "over the steps after the first; bound = the link-rate bound of the bytes a step needs", flush=True)
+    results = {}
+    for target in targets:
+        for n in workers:
+            for mbit in rates:
+                load = _load()
+                runs = run_row(target, n, mbit, a.epochs, a.plans)
+                for line in report(target, n, mbit, runs, f"{load} before, {_load()} after"):
+                    print(line, flush=True)
+                results[f"{target} {n} {mbit:g}"] = runs
     if a.json:
         from p4gen.errors import P4genError
         from p4gen.filewrite import JSON, write_file
 
-        write_file(a.json, json.dumps(runs), JSON, "results file", P4genError)
+        write_file(a.json, json.dumps(results), JSON, "results file", P4genError)
     return 0
 
 

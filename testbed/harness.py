@@ -129,13 +129,13 @@ class _Agents:
             p.popen.stdin.flush()
 
 
-def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1,
+def window_and_timeout(mbit: float, frame_bytes: int, window: int | None, switch=None, n: int = 1,
             chunks: int = 0, per: int = 16, most: int | None = None) -> tuple[int, float]:
     """(window, initial retransmission timeout) for a link of ``mbit`` and a tensor of ``chunks`` chunks,
     unless asked: one slot per ``per`` chunks, from 64 to 256 slots of 1 KiB frames (of larger frames as
     many bytes: 8 to 32 of 8 KiB), and at most ``most`` slots; SwitchML's float protocol sends one window
     more than the chunks, for the exponents, so that costs at most 6% more frames; a larger window lets
-    the workers and the switch handle results in larger, rarer bursts, see :func:`_gather`), or fewer
+    the workers and the switch handle results in larger, rarer bursts, see :func:`gather_time`), or fewer
     when the ``n`` workers' windows together would exceed what ``switch`` takes in flight
     (``max_in_flight``); the timeout covers a full window queued on the link three times over, so a
     window in flight is not retransmitted spuriously."""
@@ -148,8 +148,8 @@ def _window(mbit: float, frame_bytes: int, window: int | None, switch=None, n: i
     return w, max(0.1, 3 * serial)
 
 
-def _sizing(protocol: str, size: int, layout: FrameLayout) -> dict:
-    """What a window is sized by (:func:`_window`'s ``chunks``, ``per`` and ``most``): one slot or
+def window_sizing(protocol: str, size: int, layout: FrameLayout) -> dict:
+    """What a window is sized by (:func:`window_and_timeout`'s ``chunks``, ``per`` and ``most``): one slot or
     stream per 16 chunks or blocks; a sparse protocol (OmniReduce) at most 128 streams (every stream's
     discovery round brings a full result frame to every worker; at 8 workers and 25 Mbit/s, 256
     streams of bmv2's 567-byte frames ran into thousands of retransmissions where 128 ran into none or
@@ -158,7 +158,7 @@ def _sizing(protocol: str, size: int, layout: FrameLayout) -> dict:
     return {"chunks": blocks, "per": 16, "most": WINDOW_MAX // 2 if protocols.protocol(protocol).sparse else None}
 
 
-def _gather(mbit: float, frame_bytes: int, window: int) -> float:
+def gather_time(mbit: float, frame_bytes: int, window: int) -> float:
     """Seconds a worker waits after handling a burst of results before it looks for the next, so that it
     wakes less often and handles more per wake-up (the fixed cost of a wake-up, not the results, is most
     of an emulator's CPU time): half the time its window takes on the link (the rest of the window
@@ -174,10 +174,10 @@ def worker_config(net: Network, spec, rank: int, host: str, *, protocol: str = p
     layout = FrameLayout(net.agg.plan)
     w = spec.workers[rank]
     if window is None or rto is None:
-        win, rto = _window(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
-                           len(spec.workers), **_sizing(protocol, size, layout))
+        win, rto = window_and_timeout(min(ln.mbit for ln in net.topo.links), layout.frame_len, window, net.agg,
+                           len(spec.workers), **window_sizing(protocol, size, layout))
         window = min(win, spec.slot_count)
-    gather = _gather(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
+    gather = gather_time(min(ln.mbit for ln in net.topo.links), layout.frame_len, window)
     return {"plan": str(net.agg.plan_dir), "protocol": protocol, "rank": rank, "host": host,
             "n": len(spec.workers), "size": size, "dtype": dtype, "seed": seed, "density": density,
             "job": spec.job, "window": window, "timeout": rto, "max_timeout": max(1.0, 2 * rto),
@@ -239,8 +239,8 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     plan = net.agg.plan
     layout = FrameLayout(plan)
     mbit = min(ln.mbit for ln in topo.links)
-    win, rto = _window(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
-                       **_sizing(protocol, size, layout))
+    win, rto = window_and_timeout(mbit, layout.frame_len, window, net.agg, len(spec.workers if spec else topo.hosts),
+                       **window_sizing(protocol, size, layout))
     if spec is None:
         win = min(win, plan.params.slots)
         spec = net.job_spec(slot_count=win)

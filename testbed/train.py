@@ -23,18 +23,19 @@ from p4gen.filewrite import JSON, PNG, WORK, write_file
 from p4gen import protocols
 from p4gen.extras import lacking
 from p4gen.plan import Plan
+from p4gen.torch.models import MODELS
 
 from .errors import JobError, TestbedError
 from .network_options import (add_network_options, check_network_options, network_from_options,
                               unwind_on_sigterm)
 from .topo import SWITCH_IP, SWITCH_MAC
+from .train_stats import GLOO, summary_line
 
 TYPE_CHECKING = False                 # the types only: `p4gen --help` does not import Mininet or numpy
 if TYPE_CHECKING:
     from .net import Network
     from .program import JobSpec
 
-GLOO = "gloo"          # the baseline: torch.distributed's all-reduce on the same links
 PROTOCOLS = protocols.protocol_names() + (GLOO,)
 
 
@@ -48,27 +49,54 @@ def job_toml(spec: JobSpec) -> str:
     return "\n".join(lines)
 
 
+def pacing(net: Network, protocol: str, size: int) -> dict:
+    """The hook's window (the job's slots), first timeout, largest timeout and gather time for a gradient of
+    ``size`` elements on ``net``'s links: as the testbed's worker emulators size theirs for a tensor of that
+    size (:func:`p4gen.testbed.harness.window_and_timeout` and ``gather_time``), the window no larger than
+    the gradient's chunks (SwitchML sends a window more than the chunks, for the exponents), and no
+    gathering for OmniReduce (a stream has one round in flight and waits for it: time spent gathering
+    would add to every round)."""
+    from p4gen.wire import FrameLayout
+
+    from .harness import gather_time, window_and_timeout, window_sizing
+
+    layout = FrameLayout(net.agg.plan)
+    mbit = min(ln.mbit for ln in net.topo.links)
+    sizing = window_sizing(protocol, size, layout)
+    w, rto = window_and_timeout(mbit, layout.frame_len, None, net.agg, len(net.topo.hosts), **sizing)
+    w = max(1, min(w, sizing["chunks"]))
+    gather = 0.0 if protocols.protocol(protocol).sparse else gather_time(mbit, layout.frame_len, w)
+    return {"window": w, "timeout": rto, "max_timeout": max(1.0, 2 * rto), "gather": gather}
+
+
 def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 1, per_bucket: bool = False,
-              batch: int = 16, seed: int = 0, slot_count: int = 32, port: int = 29500, bucket_mb: float | None = None,
+              batch: int = 16, seed: int = 0, port: int = 29500, bucket_mb: float | None = None,
               timeout: float = 1200.0, stall_timeout: float = 20.0) -> dict:
-    """Train on every host of ``net``; rank 0's record, with the wall time of the whole run added."""
+    """Train on every host of ``net``; rank 0's record, with the wall time of the whole run, the link rate
+    and MTU, and the hook's pacing (:func:`pacing`) added."""
     if protocol not in PROTOCOLS:
         raise TestbedError(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
+    pace = None
     if protocol != GLOO:
         built = Plan.load(net.plan_dir).protocol
         if built != protocol:
             raise TestbedError(f"--protocol {protocol}: the switch's build is for {built}")
+        from p4gen.torch.models import parameters
+
+        pace = pacing(net, protocol, parameters(model))
     topo = net.topo
     n = len(topo.hosts)
-    spec = net.job_spec(slot_count=slot_count)
+    spec = net.job_spec(slot_count=pace["window"] if pace else 32)
     net.program(spec)                 # the job (Gloo's TCP takes the switch node's kernel bridge)
     job_file = write_file(net.workdir / f"train-job-{protocol}.toml", job_toml(spec), WORK, "job file", TestbedError)
     out = net.workdir / f"train-{protocol}-{model}.json"
     master = topo.hosts[0]
     args = ["-m", "p4gen.torch.train", "--protocol", protocol, "--model", model, "--epochs", str(epochs),
             "--batch", str(batch), "--seed", str(seed), "--out", str(out), "--stall-timeout", str(stall_timeout)]
-    if protocol != GLOO:
-        args += ["--plan", str(net.plan_dir), "--job", str(job_file), "--switch", SWITCH_IP]
+    if pace is not None:
+        args += ["--plan", str(net.plan_dir), "--job", str(job_file), "--switch", SWITCH_IP,
+                 "--timeout", f"{pace['timeout']:.4f}", "--max-timeout", f"{pace['max_timeout']:.4f}",
+                 "--gather", f"{pace['gather']:.4f}"]
     if per_bucket:
         args.append("--per-bucket")
     if bucket_mb is not None:
@@ -96,6 +124,10 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     rec = json.loads(out.read_text())
     rec["wall_s"] = time.monotonic() - t0
     rec["mbit"] = min(ln.mbit for ln in topo.links)
+    rec["mtu"] = net.mtu
+    rec["target"] = Plan.load(net.plan_dir).target.name
+    if pace is not None:
+        rec["pacing"] = pace
     return rec
 
 
@@ -125,10 +157,12 @@ def _cmd_train(args) -> int:
     wanted = _protocols(args.protocol)               # before torch is imported: a typo is refused at once
 
     from p4gen.torch.parity import compare
-    from p4gen.torch.train import digits
+    from p4gen.torch.models import dataset
 
     if args.png:
-        _matplotlib()                 # before the runs, not after them
+        why = lacking("--png", "matplotlib")          # before the runs, not after them
+        if why:
+            raise TestbedError(why)
     records: dict[str, dict] = {}
 
     def runs():
@@ -140,17 +174,11 @@ def _cmd_train(args) -> int:
                                 per_bucket=args.per_bucket and proto != GLOO, seed=args.seed,
                                 timeout=args.timeout)
             records[proto] = rec
-            hook = rec.get("hook") or {}
-            dens = hook.get("block_density")
-            steps = len(rec["step_time"])
-            print(f"{proto:<10} {args.model:<6} n={rec['workers']} {rec['mbit']:g} Mbit/s  {steps} steps  "
-                  f"step {1e3 * sum(rec['step_time']) / steps:.1f} ms  final loss {rec['epoch_loss'][-1]:.4f}  "
-                  f"test accuracy {rec['test_acc'][-1]:.4f}"
-                  + (f"  block density {dens:.3f}" if dens is not None else ""), flush=True)
+            print(summary_line(rec), flush=True)
     unwind_on_sigterm(runs)
     ok = True
     if GLOO in records:
-        test_samples = len(digits(args.seed)[3])
+        test_samples = len(dataset(args.model, args.seed)[3])
         for proto in (p for p in wanted if p != GLOO):
             par = compare(records[proto], records[GLOO], test_samples)
             print(par.line(f"{proto} against gloo"))
@@ -159,43 +187,10 @@ def _cmd_train(args) -> int:
     if args.json:
         write_file(args.json, json.dumps(records), JSON, "results file", TestbedError)
     if args.png:
+        from .train_plot import plot
+
         plot(records, args.png)
     return 0 if ok else 1
-
-
-def _matplotlib():
-    why = lacking("--png", "matplotlib")
-    if why:
-        raise TestbedError(why)
-    import matplotlib
-
-    return matplotlib
-
-
-def plot(records: dict[str, dict], path: str) -> None:
-    """Loss per step and test accuracy per epoch of each run, one PNG."""
-    _matplotlib().use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    for proto, rec in records.items():
-        a.plot(rec["step_loss"], label=proto, linestyle={GLOO: "-", protocols.DEFAULT.name: "--"}.get(proto, ":"))
-        b.plot(range(1, len(rec["test_acc"]) + 1), rec["test_acc"], marker="o", label=proto)
-    a.set_xlabel("step")
-    a.set_ylabel("training loss (rank 0's batch)")
-    b.set_xlabel("epoch")
-    b.set_ylabel("test accuracy")
-    any_rec = next(iter(records.values()))
-    fig.suptitle(f"digits, {any_rec['model']}, {any_rec['workers']} workers, {any_rec['mbit']:g} Mbit/s links")
-    for ax in (a, b):
-        ax.legend()
-        ax.grid(alpha=0.3)
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, dpi=100, format="png")
-    write_file(path, buf.getvalue(), PNG, "plot", TestbedError)
 
 
 def register(sub) -> None:
@@ -208,12 +203,15 @@ def register(sub) -> None:
                    help=f"{', '.join(PROTOCOLS)} (default {protocols.DEFAULT.name}), or several, one run each: "
                         f"{GLOO},{protocols.DEFAULT.name}")
     add_network_options(t)
-    t.add_argument("--model", choices=("mlp", "embbag"), default="mlp",
-                   help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
+    t.add_argument("--model", choices=MODELS, default="mlp",
+                   help="mlp (default) or wide (1.1 M parameters): dense gradients on the digits; embbag (an "
+                        "EmbeddingBag on the digits) or rec (a click model, 1.1 M parameters): block-sparse "
+                        "gradients (see docs/training.md)")
     t.add_argument("--epochs", type=int_in(1, 10000, "epochs"), default=1, help="epochs of the digits per run (default 1)")
     t.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands")
     t.add_argument("--seed", type=int, default=0, help="seed of the data split and the model (default 0)")
     t.add_argument("--timeout", type=seconds(), default=1800.0, help="seconds for each training run (default 1800)")
     t.add_argument("--json", metavar="PATH", help="write the run records (and the parity verdicts) as JSON")
-    t.add_argument("--png", metavar="PATH", help="plot the loss and accuracy curves (needs matplotlib)")
+    t.add_argument("--png", metavar="PATH", help="plot loss against time and step, accuracy per epoch and step time "
+                                              "per protocol (needs matplotlib)")
     t.set_defaults(func=_cmd_train)

@@ -50,3 +50,27 @@ def test_switchml_and_omnireduce_training_matches_gloo(tmp_path):
         assert 0 < hook["block_density"] < 1          # the embedding's gradient is block-sparse
     assert recs["gloo"]["test_acc"][-1] > 0.3          # it learns (10 classes: chance is 0.1)
     assert leaks(before) == []
+
+
+def test_the_sparse_model_on_jumbo_frames_with_its_plot(tmp_path):
+    """--target soft: 9000-byte links for Gloo and OmniReduce alike, 2048-value blocks; the click model's
+    gradient is block-sparse at a few percent per worker; OmniReduce stays within the tolerance of Gloo;
+    the plot is written."""
+    before = snapshot()
+    out, png = tmp_path / "train.json", tmp_path / "curves.png"
+    p = subprocess.run([sys.executable, "-m", "p4gen.cli", "testbed", "train", "--workers", "4", "--switch", "soft",
+                        "--target", "soft", "--bw", "100", "--model", "rec", "--protocol", "gloo,omnireduce",
+                        "--json", str(out), "--png", str(png), "--plan-cache", str(tmp_path / "plans")],
+                       capture_output=True, text=True, timeout=1500)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    recs = json.loads(out.read_text())
+    assert {recs[k]["mtu"] for k in ("gloo", "omnireduce")} == {9000}
+    omni = recs["omnireduce"]
+    assert omni["target"] == "soft" and omni["parameters"] == 1056962
+    assert recs["omnireduce"]["parity"]["ok"]
+    h = omni["hook"]
+    assert 0 < h["block_density"] <= 0.1 and h["block_density"] <= h["union_density"] < 1
+    assert h["arrays"] == len(omni["step_time"]) and h["malformed"] == 0
+    assert "omnireduce against gloo: within the tolerance" in p.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert leaks(before) == []

@@ -232,12 +232,12 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
 
 
 def test_emulators_gather_half_their_windows_time_on_the_link_at_most_40_ms():
-    from p4gen.testbed.harness import _gather
+    from p4gen.testbed.harness import gather_time
 
-    assert _gather(25, 1075, 64) == pytest.approx(64 * 1075 * 8 / 25e6 / 2)    # 64 frames take 22 ms: 11 ms
-    assert _gather(25, 1075, 256) == 0.040                                   # 88 ms: at most 40
-    assert _gather(25, 8243, 32) == 0.040                                    # 32 jumbo frames: 84 ms
-    assert _gather(100, 1075, 8) == pytest.approx(8 * 1075 * 8 / 100e6 / 2)   # BMv2's window of 8: 0.34 ms
+    assert gather_time(25, 1075, 64) == pytest.approx(64 * 1075 * 8 / 25e6 / 2)    # 64 frames take 22 ms: 11 ms
+    assert gather_time(25, 1075, 256) == 0.040                                   # 88 ms: at most 40
+    assert gather_time(25, 8243, 32) == 0.040                                    # 32 jumbo frames: 84 ms
+    assert gather_time(100, 1075, 8) == pytest.approx(8 * 1075 * 8 / 100e6 / 2)   # BMv2's window of 8: 0.34 ms
 
 
 def test_the_software_switch_begins_a_round_after_8_frames_on_the_slowest_link_at_most_10_ms():
@@ -273,3 +273,27 @@ def test_run_target_soft_takes_the_software_switch_and_refuses_bmv2(monkeypatch,
     with pytest.raises(TestbedError, match=r"^--target soft is for the software switch \(--switch soft\); "
                                            r"BMv2 runs bmv2 builds$"):
         network_from_options(a, "switchml")
+
+
+def test_training_paces_the_hook_as_the_emulators_for_the_gradients_size(tmp_path):
+    """testbed train's window, timeouts and gather: the emulators' for a tensor of the gradient's size, the
+    window never above its chunks, no gathering for OmniReduce."""
+    from types import SimpleNamespace
+
+    from p4gen.testbed.nodes import SoftSwitch
+    from p4gen.testbed.plans import build_plan
+    from p4gen.testbed.train import pacing
+
+    def net(protocol, target, mbit=25.0, n=8):
+        plan = Plan.load(build_plan(protocol, n, tmp_path, target=target))
+        return SimpleNamespace(agg=SimpleNamespace(plan=plan, max_in_flight=SoftSwitch.max_in_flight),
+                               topo=SimpleNamespace(links=[SimpleNamespace(mbit=mbit)] * n, hosts=[None] * n))
+
+    dense = 1_126_410                                  # the wide model: 550 chunks of 2048, 4401 of 256
+    p = pacing(net("switchml", "soft"), "switchml", dense)
+    assert p == {"window": 32, "timeout": pytest.approx(3 * 32 * 8243 * 8 / 25e6), "gather": 0.040,
+                 "max_timeout": 1.0}
+    assert pacing(net("switchml", "bmv2"), "switchml", dense)["window"] == 256
+    q = pacing(net("omnireduce", "soft"), "omnireduce", 1_056_962)
+    assert q["window"] == 32 and q["gather"] == 0.0
+    assert pacing(net("switchml", "bmv2", 50.0, 4), "switchml", 4810)["window"] == 19     # 19 chunks: no more

@@ -1,22 +1,15 @@
-"""A small DDP training run on scikit-learn's digits, gradients through the switch or through Gloo.
+"""A DDP training run, gradients through the switch or through Gloo.
 
     torchrun --nnodes N --node-rank I --master-addr A --master-port P -m p4gen.torch.train \\
-        --protocol switchml|omnireduce|gloo --model mlp|embbag \\
+        --protocol switchml|omnireduce|gloo --model mlp|embbag|wide|rec \\
         --plan BUILD_DIR --job JOB.toml --switch SWITCH_IP --epochs 2 --out run.json
 
 The same script runs on Mininet hosts (``p4gen testbed train``) and on real
-hosts beside a real switch; only the addresses differ.  The data ship inside
-scikit-learn's wheel (1,797 8x8 digit images), so nothing is downloaded.
-Every backend sees the same data in the same order (``DistributedSampler``
-with a fixed seed), so their loss curves compare step for step.
-
-Models:
-
-* ``mlp``: 64 -> 64 -> 10 on the pixel intensities (dense gradients);
-* ``embbag``: the non-zero pixels as tokens (pixel index x intensity, 1,024
-  of them) summed by an ``EmbeddingBag`` into 64 features, then a linear
-  layer.  A batch touches only the tokens it holds, so the embedding's
-  gradient is block-sparse: the case OmniReduce is for.
+hosts beside a real switch; only the addresses differ.  The models and their
+data (scikit-learn's digits, or a generated click log: nothing is
+downloaded) are in :mod:`p4gen.torch.models`.  Every backend sees the same
+data in the same order (``DistributedSampler`` with a fixed seed), so their
+loss curves compare step for step.
 
 Rank 0 writes the run's record (loss per step, train loss and test
 accuracy per epoch, step times, the hook's counters and, for the switch,
@@ -36,70 +29,9 @@ import numpy as np
 
 from p4gen import protocols
 
+from .models import LR, MODELS, dataset, evaluate, inputs, make_model
+
 PROTOCOLS = protocols.protocol_names() + ("gloo",)
-MODELS = ("mlp", "embbag")
-VOCAB = 64 * 16
-DIM = 64
-LR = {"mlp": 0.1, "embbag": 0.2}      # SGD with momentum 0.9; chosen on a single-process run of 3 epochs
-
-
-def digits(seed: int = 0):
-    """(x_train, y_train, x_test, y_test) as float32 / int64 arrays: a fixed 80/20 split."""
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    order = np.random.default_rng(seed).permutation(len(d.target))
-    x, y = (d.data[order] / 16.0).astype(np.float32), d.target[order].astype(np.int64)
-    cut = int(0.8 * len(y))
-    return x[:cut], y[:cut], x[cut:], y[cut:]
-
-
-def tokens(x: np.ndarray):
-    """Non-zero pixels as tokens: (flat token ids, offsets) for ``EmbeddingBag``."""
-    import torch
-
-    q = np.rint(x * 16.0).astype(np.int64)         # intensities 0..16
-    ids, offs = [], []
-    for row in q:
-        p = np.flatnonzero(row)
-        offs.append(sum(len(i) for i in ids))
-        ids.append(p * 16 + np.minimum(row[p], 16) - 1)
-    return torch.from_numpy(np.concatenate(ids)), torch.tensor(offs, dtype=torch.int64)
-
-
-def make_model(kind: str):
-    import torch
-
-    if kind == "mlp":
-        return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
-
-    class Bag(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.bag = torch.nn.EmbeddingBag(VOCAB, DIM, mode="sum")     # one row = one 64-value block
-            torch.nn.init.normal_(self.bag.weight, 0.0, 0.05)              # a sum of ~35 rows stays O(1)
-            self.out = torch.nn.Linear(DIM, 10)
-
-        def forward(self, x):
-            ids, offs = x
-            return self.out(torch.relu(self.bag(ids, offs)))
-    return Bag()
-
-
-def _inputs(kind: str, x: np.ndarray):
-    import torch
-
-    return torch.from_numpy(x) if kind == "mlp" else tokens(x)
-
-
-def evaluate(model, kind, x, y) -> tuple[float, float]:
-    import torch
-
-    with torch.no_grad():
-        out = model(_inputs(kind, x))
-        loss = torch.nn.functional.cross_entropy(out, torch.from_numpy(y)).item()
-        acc = (out.argmax(1).numpy() == y).mean()
-    return float(loss), float(acc)
 
 
 def parse(argv):
@@ -107,19 +39,27 @@ def parse(argv):
     ap.add_argument("--protocol", choices=PROTOCOLS, required=True,
                     help="switchml or omnireduce (through the switch), or gloo (torch.distributed's own); required")
     ap.add_argument("--model", choices=MODELS, default="mlp",
-                    help="mlp (default: dense gradients) or embbag (an EmbeddingBag: block-sparse gradients)")
+                    help="mlp (default) or wide (1.1 M parameters): dense gradients on the digits; embbag (an "
+                         "EmbeddingBag on the digits) or rec (a click model, 1.1 M parameters): block-sparse gradients")
     ap.add_argument("--plan", help="the switch program's build directory (not for gloo)")
     ap.add_argument("--job", help="the job file the switch was set up with (not for gloo)")
     ap.add_argument("--switch", help="the switch's IPv4 address[:UDP port] (not for gloo)")
-    ap.add_argument("--epochs", type=int, default=2, help="epochs of the digits (default 2)")
+    ap.add_argument("--epochs", type=int, default=2, help="epochs of the model's data (default 2)")
     ap.add_argument("--batch", type=int, default=16, help="samples per worker per step (default 16)")
-    ap.add_argument("--lr", type=float, help="default: 0.1 for mlp, 0.2 for embbag")
+    ap.add_argument("--lr", type=float, help="default: " + ", ".join(f"{v:g} for {k}" for k, v in LR.items()))
     ap.add_argument("--seed", type=int, default=0, help="seed of the data split and the model (default 0)")
     ap.add_argument("--per-bucket", action="store_true", help="step each bucket as its sum lands (switch only)")
     ap.add_argument("--bucket-mb", type=float, help="DDP's bucket size in MiB (default DDP's 25; smaller "
                                                     "gives several buckets a step)")
     ap.add_argument("--stall-timeout", type=float, default=10.0,
                     help="seconds without a result from the switch before a bucket fails (default 10)")
+    ap.add_argument("--timeout", type=float, default=0.01,
+                    help="a packet's first retransmission timeout in seconds, until round trips are measured, "
+                         "and the least one after (default 0.01; cover a window's time on the link)")
+    ap.add_argument("--max-timeout", type=float, default=1.0, help="the largest retransmission timeout (default 1)")
+    ap.add_argument("--gather", type=float, default=0.0,
+                    help="seconds the network thread waits once results begin to arrive, to take them in "
+                         "larger bursts (default 0)")
     ap.add_argument("--out", help="write the run record (rank 0) here (default: not written)")
     a = ap.parse_args(argv)
     if a.protocol != "gloo" and not (a.plan and a.job and a.switch):
@@ -140,7 +80,7 @@ def train(a) -> dict:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
-    xtr, ytr, xte, yte = digits(a.seed)
+    xtr, ytr, xte, yte = dataset(a.model, a.seed)
     torch.manual_seed(a.seed)
     net = make_model(a.model)
     if a.bucket_mb is None:
@@ -155,10 +95,12 @@ def train(a) -> dict:
 
         hook = register(ddp, switch=a.switch, plan=a.plan, job=a.job, protocol=a.protocol,
                         optimizer=(torch.optim.SGD, opt_args) if a.per_bucket else None,
-                        stall_timeout=a.stall_timeout)
+                        timeout=a.timeout, max_timeout=a.max_timeout, stall_timeout=a.stall_timeout,
+                        gather=a.gather)
     opt = None if a.per_bucket else torch.optim.SGD(ddp.parameters(), **opt_args)
     sampler = DistributedSampler(range(len(ytr)), num_replicas=world, rank=rank, shuffle=True, seed=a.seed)
     rec = {"protocol": a.protocol, "model": a.model, "workers": world, "epochs": a.epochs, "batch": a.batch,
+           "parameters": sum(p.numel() for p in net.parameters()),
            "bucket_mb": a.bucket_mb,
            "lr": a.lr, "per_bucket": a.per_bucket, "step_loss": [], "epoch_loss": [], "test_acc": [],
            "step_time": [], "optimizer_time": []}
@@ -169,7 +111,7 @@ def train(a) -> dict:
             b = idx[s:s + a.batch]
             t0 = time.perf_counter()
             ddp.zero_grad(set_to_none=False)
-            loss = torch.nn.functional.cross_entropy(ddp(_inputs(a.model, xtr[b])), torch.from_numpy(ytr[b]))
+            loss = torch.nn.functional.cross_entropy(ddp(inputs(a.model, xtr[b])), torch.from_numpy(ytr[b]))
             loss.backward()
             t1 = time.perf_counter()
             if opt is not None:
@@ -186,12 +128,13 @@ def train(a) -> dict:
         rec["test_acc"].append(acc)
     if hook is not None:
         st = hook.session.stats
-        rec["hook"] = {"arrays": st.arrays, "packets": st.packets, "retransmitted": st.retransmitted,
-                       "flagged": st.flagged, "busy_s": st.busy_s, "wait_s": st.wait_s, "skipped_steps": hook.skipped_steps,
-                       "skipped_buckets": hook.skipped_buckets, "bucket_optimizer_s": hook.optimizer_s,
-                       "blocks": st.blocks,
-                       "nonzero_blocks": st.nonzero_blocks,
-                       "block_density": st.nonzero_blocks / st.blocks if st.blocks else None}
+        rec["hook"] = {k: getattr(st, k) for k in ("arrays", "packets", "retransmitted", "flagged", "busy_s",
+                                                   "wait_s", "cpu_s", "blocks", "nonzero_blocks", "union_blocks",
+                                                   "wire_up", "wire_down", "malformed", "stray", "per_array")}
+        rec["hook"].update(skipped_steps=hook.skipped_steps, skipped_buckets=hook.skipped_buckets,
+                           bucket_optimizer_s=hook.optimizer_s,
+                           block_density=st.nonzero_blocks / st.blocks if st.blocks else None,
+                           union_density=st.union_blocks / st.blocks if hook.session.sparse and st.blocks else None)
         hook.close()
     rec["params_digest"] = _digest(net)
     dist.destroy_process_group()
