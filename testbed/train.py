@@ -71,9 +71,10 @@ def pacing(net: Network, protocol: str, size: int) -> dict:
 
 def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 1, per_bucket: bool = False,
               batch: int = 16, seed: int = 0, port: int = 29500, bucket_mb: float | None = None,
-              timeout: float = 1200.0, stall_timeout: float = 20.0) -> dict:
+              timeout: float = 1200.0, stall_timeout: float = 20.0, progress=None) -> dict:
     """Train on every host of ``net``; rank 0's record, with the wall time of the whole run, the link rate
-    and MTU, and the hook's pacing (:func:`pacing`) added."""
+    and MTU, and the hook's pacing (:func:`pacing`) added.  ``progress``: called with each progress line
+    rank 0 prints (``p4gen.torch.train: progress: ...``), as it comes."""
     if protocol not in PROTOCOLS:
         raise TestbedError(f"protocol={protocol!r} must be one of {', '.join(PROTOCOLS)}")
     pace = None
@@ -112,11 +113,13 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
         env = {"GLOO_SOCKET_IFNAME": h.intf, "OMP_NUM_THREADS": "1", "TMPDIR": str(net.workdir)}
         procs.append(net.spawn(h.name, argv, f"train-{protocol}-{r}.log", env=env))
     deadline = t0 + timeout
+    relay = _Relay(procs[0].log, progress)
     for r, p in enumerate(procs):
         while p.alive():
             if time.monotonic() > deadline:
                 raise JobError(f"training ({protocol}) did not finish within {timeout:g} s; "
                                f"see {net.workdir}/train-{protocol}-{r}.log")
+            relay.poll()
             time.sleep(0.2)
         if p.popen.returncode != 0:
             raise JobError(f"torchrun on {topo.hosts[r].name} ({protocol}) exited with {p.popen.returncode}: "
@@ -129,6 +132,30 @@ def run_train(net: Network, *, protocol: str, model: str = "mlp", epochs: int = 
     if pace is not None:
         rec["pacing"] = pace
     return rec
+
+
+class _Relay:
+    """Hands the progress lines that appear in a log to ``progress`` (None: reads nothing)."""
+
+    PREFIX = "p4gen.torch.train: progress: "
+
+    def __init__(self, log, progress):
+        self.log, self.progress, self.pos, self.part = log, progress, 0, ""
+
+    def poll(self) -> None:
+        if self.progress is None:
+            return
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.pos)
+                data = f.read()
+        except OSError:
+            return
+        self.pos += len(data)
+        *lines, self.part = (self.part + data.decode(errors="replace")).split("\n")
+        for ln in lines:
+            if ln.startswith(self.PREFIX):
+                self.progress(ln[len(self.PREFIX):])
 
 
 def _reason(proc) -> str:
@@ -165,16 +192,23 @@ def _cmd_train(args) -> int:
             raise TestbedError(why)
     records: dict[str, dict] = {}
 
+    def say(text: str) -> None:
+        print(text, flush=True)
+
     def runs():
         for proto in wanted:
+            say(f"{proto}: building the {args.target} build and a {args.topo} network of {args.workers} hosts on "
+                f"{args.bw:g} Mbit/s links")
             with network_from_options(args, protocols.DEFAULT.name if proto == GLOO else proto) as net:
                 if args.loss:
-                    print(net.set_loss(args.loss), flush=True)
+                    say(net.set_loss(args.loss))
+                say(f"{proto}: network up (work directory {net.workdir}); torchrun on every host, {args.model}, "
+                    f"{args.epochs} epoch(s); the first step takes longest")
                 rec = run_train(net, protocol=proto, model=args.model, epochs=args.epochs,
                                 per_bucket=args.per_bucket and proto != GLOO, seed=args.seed,
-                                timeout=args.timeout)
+                                timeout=args.timeout, progress=lambda line, p=proto: say(f"{p}: {line}"))
             records[proto] = rec
-            print(summary_line(rec), flush=True)
+            say(summary_line(rec))
     unwind_on_sigterm(runs)
     ok = True
     if GLOO in records:

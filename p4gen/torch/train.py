@@ -32,6 +32,7 @@ from p4gen import protocols
 from .models import LR, MODELS, dataset, evaluate, inputs, make_model
 
 PROTOCOLS = protocols.protocol_names() + ("gloo",)
+PROGRESS_EVERY = 5.0          # seconds between rank 0's progress lines (and one after the first step)
 
 
 def parse(argv):
@@ -104,9 +105,11 @@ def train(a) -> dict:
            "bucket_mb": a.bucket_mb,
            "lr": a.lr, "per_bucket": a.per_bucket, "step_loss": [], "epoch_loss": [], "test_acc": [],
            "step_time": [], "optimizer_time": []}
+    said = time.monotonic()
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
         idx = np.fromiter(sampler, dtype=np.int64)
+        steps = len(idx) // a.batch
         for s in range(0, len(idx) - a.batch + 1, a.batch):
             b = idx[s:s + a.batch]
             t0 = time.perf_counter()
@@ -122,6 +125,10 @@ def train(a) -> dict:
             rec["step_time"].append(t2 - t0)
             rec["optimizer_time"].append(t2 - t1)
             rec["step_loss"].append(float(loss.detach()))
+            if rank == 0 and (time.monotonic() - said > PROGRESS_EVERY or len(rec["step_time"]) == 1):
+                said = time.monotonic()
+                print(f"p4gen.torch.train: progress: epoch {epoch + 1}/{a.epochs}, step {s // a.batch + 1}/{steps}, "
+                      f"loss {rec['step_loss'][-1]:.4f}, this step {rec['step_time'][-1]:.2f} s", flush=True)
         tl, _ = evaluate(net, a.model, xtr, ytr)
         _, acc = evaluate(net, a.model, xte, yte)
         rec["epoch_loss"].append(tl)
