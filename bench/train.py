@@ -33,7 +33,9 @@ went: the network thread's work (wall time not spent waiting for packets,
 and its CPU time) as a share of the step.
 
 The machine is shared and noisy: the load average is printed before and
-after every row.
+after every row (the runs' own nine processes on two cores add to it; with
+--settle S the bench waits S seconds before each row, so that the load
+printed before it is what the rest of the machine does).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 DENSE, SPARSE = "wide", "rec"
 RUNS = ((DENSE, "gloo", False), (DENSE, "switchml", False), (DENSE, "switchml", True),
@@ -102,6 +105,11 @@ def report(target: str, workers: int, mbit: float, runs: dict, load: str) -> lis
                  f"omnireduce / switchml, {s} {ms(f'{s} omnireduce') / ms(f'{s} switchml'):.2f} "
                  f"(bounds {bound(f'{s} omnireduce') / bound(f'{s} switchml'):.2f});  "
                  f"switchml / gloo, {s} {ms(f'{s} switchml') / ms(f'{s} gloo'):.2f}")
+    after = runs[f"{d} switchml"]
+    opt = 1e3 * sum(after["optimizer_time"][1:]) / max(1, len(after["optimizer_time"]) - 1)
+    lines.append(f"  per-bucket updates can hide at most what the optimiser takes after backward: {opt:.1f} ms of a "
+                 f"{ms(f'{d} switchml'):.0f} ms step ({100 * opt / ms(f'{d} switchml'):.1f}%); "
+                 f"{runs[f'{d} switchml']['hook']['arrays'] / len(after['step_time']):.0f} buckets a step")
     for model in (d, s):
         test = len(dataset(model)[3])
         for key in (k for k in runs if k.startswith(model) and "gloo" not in k):
@@ -127,6 +135,9 @@ def main(argv=None) -> int:
     ap.add_argument("--target", default="soft,bmv2", help="build targets, comma-separated (default soft,bmv2)")
     ap.add_argument("--epochs", type=int, default=1, help="epochs per run (default 1)")
     ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
+    ap.add_argument("--settle", type=float, default=0.0,
+                    help="seconds to wait before each row, so that the load printed before it is the machine's "
+                         "own and not the last row's (default 0)")
     ap.add_argument("--json", help="write every run's record here")
     a = ap.parse_args(argv)
     from p4gen.extras import lacking
@@ -137,14 +148,22 @@ def main(argv=None) -> int:
         print(f"bench/train.py: {why}", file=sys.stderr)
         return 2
     targets = [t for t in a.target.split(",") if t]
-    workers = [int(x) for x in a.workers.split(",") if x]
-    rates = [float(x) for x in a.bw.split(",") if x]
+    if not targets or any(t not in ("soft", "bmv2") for t in targets):
+        ap.error(f"--target {a.target!r} must list soft and/or bmv2")
+    try:
+        workers = [int(x) for x in a.workers.split(",") if x]
+        rates = [float(x) for x in a.bw.split(",") if x]
+    except ValueError:
+        ap.error("--workers and --bw take comma-separated numbers")
+    if not workers or not rates or min(workers) < 2 or min(rates) <= 0:
+        ap.error("--workers needs counts of at least 2 and --bw positive rates")
     print(f"{os.cpu_count()} cores; one epoch per run: {DENSE} (dense) and {SPARSE} (block-sparse); step = mean "
           "over the steps after the first; bound = the link-rate bound of the bytes a step needs", flush=True)
     results = {}
     for target in targets:
         for n in workers:
             for mbit in rates:
+                time.sleep(a.settle)
                 load = _load()
                 runs = run_row(target, n, mbit, a.epochs, a.plans)
                 for line in report(target, n, mbit, runs, f"{load} before, {_load()} after"):
