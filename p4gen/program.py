@@ -11,6 +11,7 @@ stages) comes in as arguments.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -19,6 +20,7 @@ from .registers import BITMAP_WORD_BITS, Geometry, register_arrays
 from .salu import SaluCaps
 from .spec import Spec
 from .target import TargetProfile
+from .wire import pass_header, wire_headers
 
 UDP_PORT_MIN = 0xBEE0
 UDP_PORT_MAX = 0xBEEF
@@ -30,22 +32,6 @@ PORTS = 512                         # 9-bit ports: one flood group each
 RECIRC_PORT = {"tna": 68, "t2na": 6, "v1model": 0}
 # the top byte of each kind of object's P4Runtime ID (P4Info's prefixes)
 ID_PREFIX = {"actions": 0x01, "tables": 0x02, "counters": 0x12, "registers": 0x16}
-
-HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
-    ("ethernet", [("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)]),
-    ("ipv4", [("version", 4), ("ihl", 4), ("diffserv", 8), ("total_len", 16), ("identification", 16),
-              ("flags", 3), ("frag_offset", 13), ("ttl", 8), ("protocol", 8), ("hdr_checksum", 16),
-              ("src_addr", 32), ("dst_addr", 32)]),
-    ("udp", [("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)]),
-    # msg_type: 0 = contribution (worker -> switch), 1 = result (switch -> worker)
-    ("agg", [("msg_type", 4), ("flags", 4), ("job", 8), ("exponent", 8), ("tsi", 32), ("pool_index", 16)]),
-]
-# prepended to a packet that recirculates for its next pass (multi-pass layouts)
-PASS_HEADER = ("recirc", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16),
-                          ("port", 16), ("vidx", 32)])
-# a streamed layout's pass header also says whether the pass consumes (0) or harvests (1) a chunk
-STREAM_PASS_HEADER = (PASS_HEADER[0], PASS_HEADER[1] + [("phase", 8)])
-PHASE_CONSUME, PHASE_HARVEST = 0, 1
 
 METADATA: list[tuple[str, int]] = [
     ("known", 1), ("worker_id", 8), ("word", 8), ("mask", 32), ("num_workers", 32),
@@ -66,16 +52,6 @@ def flood_group_base(profile: TargetProfile) -> int:
     if profile.multicast_group_limit is None:
         return FLOOD_GROUP_BASE
     return min(FLOOD_GROUP_BASE, profile.multicast_group_limit - PORTS)
-
-
-def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
-    """The header layout of ``protocol``: its agg header carries the protocol's own fields too."""
-    extra = list(protocols.protocol(protocol).agg_fields)
-    return [(n, f + extra if n == "agg" else f) for n, f in HEADERS]
-
-
-def pass_header(mode: str) -> tuple[str, list[tuple[str, int]]]:
-    return STREAM_PASS_HEADER if mode == "stream" else PASS_HEADER
 
 
 def register_geometry(spec: Spec, profile: TargetProfile, slots: int, per_pass: int, pass_bits: int,
@@ -135,10 +111,18 @@ def program_metadata(profile: TargetProfile, table: decision.DecisionTable, spec
         out.append(("hport", 16))      # folded passes: this pipe's recirculation port
     if caps is not None:
         have = {n for n, _b in out}
-        regs = register_arrays(table, register_geometry(spec, profile, 1, profile.lanes_per_register, 0, 1))
-        out += [(n, b) for n, b in salu_steps.fields(salu_steps.program(table, regs, caps, spec.value_width))
-                if n not in have]
+        out += [(n, b) for n, b in _step_fields(table, caps, profile.lanes_per_register, spec.max_workers,
+                                                 spec.value_width) if n not in have]
     return out
+
+
+@functools.lru_cache(maxsize=256)
+def _step_fields(table: decision.DecisionTable, caps: SaluCaps, lanes: int, max_workers: int,
+                 value_width: int) -> tuple[tuple[str, int], ...]:
+    """The metadata the decision steps compute around their registers (:func:`p4gen.salu_steps.fields`):
+    the same for every shape of a variant, so the shapes a fit or a layout search weighs share it."""
+    g = Geometry(1, max_workers, value_width, lanes, lanes, 0, 1)
+    return tuple(salu_steps.fields(salu_steps.program(table, register_arrays(table, g), caps, value_width)))
 
 
 def program_objects(spec: Spec, op_codes: dict[str, dict[str, int]], table: decision.DecisionTable | None,

@@ -18,20 +18,55 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Mapping
-
-import numpy as np
+from typing import Any, Mapping
 
 from . import protocols
 from .errors import P4genError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from .plan import Plan
+# numpy, imported by the first FrameLayout: the compiler reads only the header definitions below and so
+# does not load it
+np: Any = None
+
+
+def _load_numpy() -> None:
+    global np
+    if np is None:
+        import numpy
+        np = numpy
+
 
 ETHERTYPE_IPV4 = 0x0800
 IPPROTO_UDP = 17
 FIXED_HEADERS = ("ethernet", "ipv4", "udp", "agg")
+
+# The headers a build defines (plan.headers: these, the protocol's own agg fields, the data header and,
+# for several passes, the internal pass header), each a list of (field, bits) in wire order.
+HEADERS: list[tuple[str, list[tuple[str, int]]]] = [
+    ("ethernet", [("dst_addr", 48), ("src_addr", 48), ("ether_type", 16)]),
+    ("ipv4", [("version", 4), ("ihl", 4), ("diffserv", 8), ("total_len", 16), ("identification", 16),
+              ("flags", 3), ("frag_offset", 13), ("ttl", 8), ("protocol", 8), ("hdr_checksum", 16),
+              ("src_addr", 32), ("dst_addr", 32)]),
+    ("udp", [("src_port", 16), ("dst_port", 16), ("length", 16), ("checksum", 16)]),
+    # msg_type: 0 = contribution (worker -> switch), 1 = result (switch -> worker)
+    ("agg", [("msg_type", 4), ("flags", 4), ("job", 8), ("exponent", 8), ("tsi", 32), ("pool_index", 16)]),
+]
+# prepended to a packet that recirculates for its next pass (multi-pass layouts)
+PASS_HEADER = ("recirc", [("index", 8), ("values_op", 8), ("outcome", 8), ("stat", 8), ("mgid", 16),
+                          ("port", 16), ("vidx", 32)])
+# a streamed layout's pass header also says whether the pass consumes (0) or harvests (1) a chunk
+STREAM_PASS_HEADER = (PASS_HEADER[0], PASS_HEADER[1] + [("phase", 8)])
+PHASE_CONSUME, PHASE_HARVEST = 0, 1
+
+
+def wire_headers(protocol: str) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The header layout of ``protocol``: its agg header carries the protocol's own fields too."""
+    extra = list(protocols.protocol(protocol).agg_fields)
+    return [(n, f + extra if n == "agg" else f) for n, f in HEADERS]
+
+
+def pass_header(mode: str) -> tuple[str, list[tuple[str, int]]]:
+    """The internal header of a packet between passes (``mode``: resident or stream)."""
+    return STREAM_PASS_HEADER if mode == "stream" else PASS_HEADER
 
 
 class PacketError(P4genError):
@@ -97,7 +132,9 @@ class Slot:
 class FrameLayout:
     """Byte layout of aggregation frames, computed from a plan's headers."""
 
-    def __init__(self, plan: "Plan"):
+    def __init__(self, plan: Any):
+        # ``plan`` is a p4gen.plan.Plan, not imported here: the Plan's checks read the header definitions
+        # above, so p4gen.plan imports this module
         params = plan.params
         self.params = params
         self.headers: dict[str, Header] = {}
@@ -131,6 +168,7 @@ class FrameLayout:
         self.elements = self.passes * self.elements_per_pass
         self.values_offset = self.headers["data"].offset
         self.frame_len = offset                          # eth .. last data header
+        _load_numpy()
         self.value_dtype = np.dtype(f">u{self.value_width // 8}")
         self.native_dtype = np.dtype(f"u{self.value_width // 8}")
         self.udp_port_min = params.udp_port_min
@@ -145,6 +183,10 @@ class FrameLayout:
         self._compile()
 
     # -- compiled struct over the fixed headers --------------------------
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        _load_numpy()               # a layout unpickled in a fresh interpreter
+        self.__dict__.update(state)
+
     def _compile(self) -> None:
         fmt, slots, sizes = [">"], {}, []
         pending: list[Field] = []

@@ -16,6 +16,9 @@ from p4gen.cli import main
 from p4gen.decision import expand
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import build_p4info
+from p4gen import protocols
+from p4gen.errors import InfeasibleError
+from p4gen.plan import Plan
 from p4gen.planner import make_plan
 from p4gen.spec import make_spec
 from p4gen.target import load_target
@@ -339,6 +342,16 @@ def test_build_compile_caches_the_compiler_output(tmp_path):
     assert res.cache_hit and _files(tmp_path / "a") == _files(tmp_path / "b")
 
 
+def _counting_pass(monkeypatch, planner, real, calls):
+    """Replace pass ``real`` by one that records (variant, elements, slots) in every pass list of the planner."""
+    def counted(fit):
+        calls.append((fit.variant, fit.elements, fit.slots))
+        return real(fit)
+
+    for name in ("PASSES", "FITTING", "SLOTTED"):
+        monkeypatch.setattr(planner, name, tuple(counted if p is real else p for p in getattr(planner, name)))
+
+
 @pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
 def test_a_build_lays_its_registers_out_once(target, monkeypatch):
     # the default element count is found by trying shapes only; the registers are laid out once for the
@@ -347,15 +360,41 @@ def test_a_build_lays_its_registers_out_once(target, monkeypatch):
     from p4gen import planner
 
     calls = []
-    real = planner._registers
-
-    def registers(profile, spec, lay, slots, shape=None):
-        calls.append((lay.variant, lay.elements, slots))
-        return real(profile, spec, lay, slots, shape)
-
-    monkeypatch.setattr(planner, "_registers", registers)
+    _counting_pass(monkeypatch, planner, planner.registers, calls)
     spec = make_spec(slots=512)
     plan = make_plan(spec, load_target(target))
     chosen = (plan.variant, plan.params.elements_per_packet, 512)
     assert calls[:2] == [chosen, (plan.alternative.variant, plan.params.elements_per_packet, 512)]
     assert {c[:2] for c in calls[2:]} == {chosen[:2]}          # the bisection of the chosen shape
+    assert len(calls) <= 2 + 16                                   # bisection over 0..2**15 slots
+
+
+@pytest.mark.parametrize("target", ["tofino", "tofino2", "bmv2"])
+def test_a_build_times_its_steps_once_per_variant_tried(target, monkeypatch):
+    # the first pass resolves a variant's table and step timing once; every later pass, the bisections and
+    # a failed fit's message read them from the Fit (a default Tofino build computed them 45 times before)
+    from p4gen import placement
+
+    calls = []
+    real = placement.timing
+
+    def timing(profile, table, max_workers, value_width):
+        calls.append(table.variant)
+        return real(profile, table, max_workers, value_width)
+
+    monkeypatch.setattr(placement, "timing", timing)
+    plan = make_plan(make_spec(slots=512), load_target(target))
+    assert calls == [plan.variant, plan.alternative.variant]      # the chosen variant, the one compared with
+    calls.clear()
+    with pytest.raises(InfeasibleError, match="the largest slots that fits"):
+        make_plan(make_spec(slots=30000, elements_per_packet=64), load_target("tofino"))
+    assert calls == [v.name for v in protocols.variants("switchml")]     # auto tries each variant once
+
+
+def test_the_planner_builds_the_plan_it_would_read():
+    # make_plan builds the typed Plan directly, without a JSON document: it is the Plan plan.json reads back
+    for target in ("tofino", "tofino2", "bmv2", "soft"):
+        for kw in ({}, {"protocol": "omnireduce"}, {"elements_per_packet": 64, "slots": 100},
+                   {"variant": "reference", "max_workers": 64, "jobs": 2}):
+            plan = make_plan(make_spec(**kw), load_target(target))
+            assert plan == Plan.from_json(plan.to_json()), (target, kw)

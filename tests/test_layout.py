@@ -178,8 +178,8 @@ def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
     found = inner.place(prof, regs, inner.timing(prof, protocols.decision_table("hardened"), 32, 32))
     assert found is not None
     lay = fit(spec, prof)
-    assert {r["name"]: r["stage"] for r in lay.registers} == found.stage_of
-    assert max(r["stage"] for r in lay.registers) + 1 == found.stages_used
+    assert {r.name: r.stage for r in lay.registers} == found.stage_of
+    assert max(r.stage for r in lay.registers) + 1 == found.stages_used
     given = fit(spec, prof, PassShape(1, placement=found.as_tuple()))
     assert given.registers == lay.registers
 
@@ -189,8 +189,7 @@ def test_the_planner_spreads_arrays_the_earliest_placement_cannot_fit():
 def test_search_optimum_equals_brute_force(rtt):
     wl = Workload(4, 100.0, rtt, 1 << 16)
     res = search(MINI, wl, certify=False)
-    ctx = SearchContext(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2),
-                        protocols.decision_table("hardened"))
+    ctx = SearchContext(MINI, wl, make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=2))
     best = None
     for e, p, mode, pipes, w in shapes(ctx, [32]):
         spec = make_spec(variant="hardened", max_workers=32, slots=1, elements_per_packet=e, value_width=w)

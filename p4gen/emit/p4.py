@@ -157,7 +157,7 @@ def _pass_context(plan: Plan) -> dict[str, Any]:
     where the next consume or harvest pass enters; ``index_shift``: how far (slot, copy)
     is shifted to make room for the pass number in a value array's index (folded pipes
     each hold their own arrays, so none)."""
-    from ..program import PHASE_CONSUME, PHASE_HARVEST
+    from ..wire import PHASE_CONSUME, PHASE_HARVEST
 
     p = plan.params
     fold = p.pass_pipes

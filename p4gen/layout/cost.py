@@ -33,7 +33,7 @@ from typing import Any
 
 from .. import protocols
 from ..errors import SpecError
-from ..program import pass_header, wire_headers
+from ..wire import pass_header, wire_headers
 from ..target import TargetProfile
 
 # IEEE 802.3: preamble and start delimiter (8 bytes), frame check sequence (4), inter-frame gap (12)

@@ -297,7 +297,7 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     mw = max(32, max(j.workload.workers for j in jobs))
     base = make_spec(protocol=protocol, variant=variant, max_workers=mw, slots=1, elements_per_packet=2,
                      jobs=len(jobs), value_width=max(widths or [32]))
-    ctx = S.SearchContext(profile, jobs[0].workload, base, protocols.decision_table(variant, protocol))
+    ctx = S.SearchContext(profile, jobs[0].workload, base)
     layouts = []
     for e, p, mode, pipes, w in S.shapes(ctx, widths or [32]):
         spec = replace(base, elements_per_packet=e, value_width=w)

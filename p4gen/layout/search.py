@@ -20,15 +20,14 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import placement, protocols
-from ..decision import DecisionTable
+from .. import placement, planner, protocols
 from ..errors import InfeasibleError
 from ..pass_shape import PassShape
-from ..planner import fit, phv_bits
-from ..program import MAX_HEADER_SLOTS, register_geometry, wire_headers
-from ..registers import register_arrays
+from ..planner import Fit, fit, phv_bits
+from ..program import MAX_HEADER_SLOTS
 from ..spec import Spec, make_spec
 from ..target import TargetProfile
+from ..wire import wire_headers
 from .cost import Geometry, Prediction, Workload, predict, workload_problem
 
 OBJECTIVES = ("time", "slots", "stages")
@@ -84,22 +83,31 @@ class SearchResult:
 @dataclass
 class SearchContext:
     """What every step of one search shares: the target, the workload, the base spec (protocol, variant,
-    workers, jobs) and the decision steps' dependencies."""
+    workers, jobs) and the variant resolved once by the planner's first pass (its decision table and
+    step timing)."""
 
     profile: TargetProfile
     workload: Workload
     base: Spec
-    table: DecisionTable
     headroom: float = 1.0      # the window over the smallest that reaches the other bounds (dense jobs)
+    _shaped: dict[tuple[Spec, PassShape], Fit] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
-    def deps(self) -> placement.Timing:
-        """When each decision step may run on the target (:func:`p4gen.placement.timing`)."""
-        return placement.timing(self.profile, self.table, self.base.max_workers, self.base.value_width)
+    def seed(self) -> Fit:
+        """The base spec's variant, resolved (:func:`p4gen.planner.choose_variant`)."""
+        return planner.choose_variant(Fit(self.base, self.profile, variant=self.base.variant))
 
     def timing(self, shape: PassShape) -> placement.Timing:
-        """:attr:`deps` with the stages ``shape`` needs after its value arrays."""
-        return self.deps.with_tail(placement.tail_stages(self.profile, shape.passes, shape.mode))
+        """The variant's step timing with the stages ``shape`` needs after its value arrays."""
+        return self.seed.timing.with_tail(placement.tail_stages(self.profile, shape.passes, shape.mode))
+
+    def shaped(self, spec: Spec, shape: PassShape) -> Fit:
+        """The planner's shape pass on ``spec`` (its elements and width) and ``shape``, with the base's timing."""
+        key = (replace(spec, slots=1), shape)
+        if key not in self._shaped:
+            self._shaped[key] = planner.shape(replace(self.seed, spec=spec, shape=shape,
+                                                      elements=spec.elements_per_packet))
+        return self._shaped[key]
 
 
 def _mtu_elements(profile: TargetProfile, protocol: str, width: int) -> int:
@@ -125,7 +133,7 @@ def shapes(ctx: "SearchContext", widths: list[int]) -> list[tuple[int, int, str,
                     continue
                 modes = ["resident"] + (["stream"] if p > 1 and profile.is_tna else [])
                 for mode in modes:
-                    if budget is not None and phv_bits(profile, ctx.table, replace(ctx.base, value_width=w), e, p,
+                    if budget is not None and phv_bits(replace(ctx.seed, spec=replace(ctx.base, value_width=w)), e, p,
                                                        mode) > budget:
                         continue
                     for pipes in sorted({1, p}):
@@ -135,20 +143,20 @@ def shapes(ctx: "SearchContext", widths: list[int]) -> list[tuple[int, int, str,
     return out
 
 
-def _regs(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> list[dict[str, Any]]:
-    e = spec.elements_per_packet
-    return register_arrays(ctx.table, register_geometry(spec, ctx.profile, slots, e // shape.passes,
-                                                        (shape.passes - 1).bit_length(), shape.pipes))
+def _placed(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> Fit:
+    """The planner's shape, registers and place passes for one layout at ``slots``."""
+    lay = ctx.shaped(spec, shape)
+    return lay if lay.failure is not None else planner.run(planner.SLOTTED, replace(lay, slots=slots))
 
 
 def _fits(ctx: SearchContext, spec: Spec, shape: PassShape, slots: int) -> placement.Placement | None:
-    if slots > MAX_HEADER_SLOTS:
+    lay = _placed(ctx, spec, shape, slots)
+    if lay.failure is not None:
         return None
-    regs = _regs(ctx, spec, shape, slots)
-    limit = ctx.profile.max_register_entries
-    if limit is not None and any(r["entries"] > limit for r in regs):
-        return None
-    return placement.place(ctx.profile, regs, ctx.timing(shape))
+    if not ctx.profile.has_stage_limits:
+        return placement.Placement(None, None, 0)       # no MAU stages: nothing to place
+    return placement.Placement({r.name: r.stage for r in lay.registers}, planner.stages_used(lay),
+                               sum(r.sram_blocks for r in lay.registers))
 
 
 def largest_slots(ctx: SearchContext, spec: Spec, shape: PassShape) -> int:
@@ -228,7 +236,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
                      value_width=max(widths))
     if not 1 <= headroom <= 100:
         raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
-    ctx = SearchContext(profile, workload, base, protocols.decision_table(variant, protocol), headroom)
+    ctx = SearchContext(profile, workload, base, headroom)
     all_shapes = shapes(ctx, widths)
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
@@ -269,9 +277,9 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
     result = SearchResult(profile, workload, objective, best, runners, references(ctx, all_fitted), len(all_shapes),
                           len(all_fitted), MAX_HEADER_SLOTS)
     if certify and profile.has_stage_limits:
-        result.certified = placement.certify(profile, _regs(ctx, best.spec, best.shape, best.spec.slots),
-                                             ctx.timing(best.shape),
-                                         best.stages_used)
+        lay = _placed(ctx, best.spec, best.shape, best.spec.slots)
+        regs = [{"name": r.name, "role": r.role, "entries": r.entries, "entry_bits": r.entry_bits} for r in lay.registers]
+        result.certified = placement.certify(profile, regs, lay.timing_with_tail, best.stages_used)
     return result
 
 
