@@ -105,34 +105,42 @@ def compile_tna(arch: str, program: bytes, program_name: str = "program.p4") -> 
     """Compile ``program`` for ``arch`` (tna or t2na).  Returns the files to keep in the build
     directory: the log and the compiler's resource logs (:func:`parse` reads them).  Raises
     :class:`CompileFailed`, with the log, when the compiler refuses the program."""
+    with tempfile.TemporaryDirectory(prefix="p4gen-tofino-") as tmp:
+        write_file(Path(tmp) / program_name, program, WORK, "compiler input", CompileError)
+        return compile_tree(arch, Path(tmp), program_name)
+
+
+def compile_tree(arch: str, directory: Path, program_name: str) -> dict[str, bytes]:
+    """Compile ``directory/program_name`` (its includes beside it) for ``arch``, writing the compiler's
+    output under ``directory/out``; what it returns and raises is :func:`compile_tna`'s.  The log names
+    files relative to ``directory``."""
     found = find()
     if found is None:
         raise CompileError(f"the Tofino compiler ({' or '.join(NAMES)}) is not on PATH")
     name, exe = found
     target, p4arch = TARGETS[arch]
-    with tempfile.TemporaryDirectory(prefix="p4gen-tofino-") as tmp:
-        write_file(Path(tmp) / program_name, program, WORK, "compiler input", CompileError)
-        out = Path(tmp) / "out"
-        log_parts: list[str] = []        # run in the temporary directory, named relative to it, so the log reads as the user's
-        ok = _run([exe, "--target", target, "--arch", p4arch, "-g", "-o", "out", program_name], log_parts, tmp)
-        if ok and name == "p4c-barefoot":
-            bfas = _assembler(exe)
-            for bfa in sorted(out.rglob("*.bfa")) if bfas else []:
-                rel = bfa.relative_to(tmp)
-                ok = _run([bfas, "--target", target, "-o", str(rel.parent), str(rel)], log_parts, tmp)
-                if not ok:
-                    break
-        log = "".join(log_parts)
-        files = {"compile.log": log.encode()}
-        if not ok:
-            raise CompileFailed(f"{name} rejected {program_name}: {first_error(log)}", files)
-        resources = sorted(out.rglob("logs/resources.json"))
-        phv = sorted(out.rglob("logs/phv.json"))
-        if not resources or not phv:
-            raise CompileFailed(f"{name} compiled {program_name} but wrote no logs/resources.json and "
-                                f"logs/phv.json (it needs -g)", files)
-        files[RESOURCES] = resources[0].read_bytes()
-        files[PHV] = phv[0].read_bytes()
+    tmp = str(directory)
+    out = Path(tmp) / "out"
+    log_parts: list[str] = []        # run in the directory, named relative to it, so the log reads as the user's
+    ok = _run([exe, "--target", target, "--arch", p4arch, "-g", "-o", "out", program_name], log_parts, tmp)
+    if ok and name == "p4c-barefoot":
+        bfas = _assembler(exe)
+        for bfa in sorted(out.rglob("*.bfa")) if bfas else []:
+            rel = bfa.relative_to(tmp)
+            ok = _run([bfas, "--target", target, "-o", str(rel.parent), str(rel)], log_parts, tmp)
+            if not ok:
+                break
+    log = "".join(log_parts)
+    files = {"compile.log": log.encode()}
+    if not ok:
+        raise CompileFailed(f"{name} rejected {program_name}: {first_error(log)}", files)
+    resources = sorted(out.rglob("logs/resources.json"))
+    phv = sorted(out.rglob("logs/phv.json"))
+    if not resources or not phv:
+        raise CompileFailed(f"{name} compiled {program_name} but wrote no logs/resources.json and "
+                            f"logs/phv.json (it needs -g)", files)
+    files[RESOURCES] = resources[0].read_bytes()
+    files[PHV] = phv[0].read_bytes()
     parse(files[RESOURCES], files[PHV])      # refuses logs of a form this module cannot read
     return files
 
