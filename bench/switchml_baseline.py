@@ -33,6 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from p4gen import tofino_compiler  # noqa: E402
 from p4gen.errors import P4genError  # noqa: E402
+from p4gen.filewrite import NEW, check_file, write_file  # noqa: E402
 
 PRAGMA = re.compile(r'^\s*@pa_container_size\("ingress",\s*"hdr\.ib_bth\.psn",\s*32\)\s*$', re.M)
 MAIN = "switchml.p4"
@@ -55,6 +56,12 @@ def commit_of(path: Path) -> str:
     return res.stdout.strip() or "unknown commit"
 
 
+def switchml_values(src: Path) -> int:
+    """Values one pass of SwitchML's program holds: its value registers (``Processor`` instances, each a pair
+    of 32-bit lanes) times two."""
+    return 2 * len(re.findall(r"^\s*Processor\(\)\s+value\d+\s*;", (src / MAIN).read_text(), re.M))
+
+
 def compile_switchml(src: Path, tmp: Path) -> tuple[dict, int, float]:
     """(allocation, values per pass, seconds) of SwitchML's program compiled from a copy without the pragma."""
     work = tmp / "switchml"
@@ -66,12 +73,28 @@ def compile_switchml(src: Path, tmp: Path) -> tuple[dict, int, float]:
         raise P4genError(f"{headers.relative_to(tmp)}: expected one @pa_container_size pragma for hdr.ib_bth.psn, "
                          f"found {n}")
     headers.write_text(stripped)
-    registers = len(re.findall(r"^\s*Processor\(\)\s+value\d+\s*;", (work / MAIN).read_text(), re.M))
     t0 = time.monotonic()
-    files = tofino_compiler.compile_tree("tna", work, MAIN)
+    try:
+        files = tofino_compiler.compile_tree("tna", work, MAIN)
+    except tofino_compiler.CompileFailed as exc:
+        log = exc.files.get("compile.log", b"")
+        (tmp / "switchml.log").write_bytes(log)
+        raise P4genError(f"{exc} (after {time.monotonic() - t0:.0f} s); the compiler's errors:\n"
+                         + "\n".join(error_block(log.decode(errors="replace")))) from None
+    (tmp / "switchml.log").write_bytes(files["compile.log"])
     secs = time.monotonic() - t0
     alloc = tofino_compiler.parse(files[tofino_compiler.RESOURCES], files[tofino_compiler.PHV])
-    return alloc.to_dict(), 2 * registers, secs
+    return alloc.to_dict(), switchml_values(work), secs
+
+
+def error_block(log: str, context: int = 12) -> list[str]:
+    """The compiler's error lines, each with the lines that follow it (where it names what broke)."""
+    lines = log.splitlines()
+    keep: list[str] = []
+    for i, ln in enumerate(lines):
+        if "error" in ln.lower() and "warning" not in ln.lower():
+            keep += [x for x in lines[i:i + context] if x not in keep[-context:]]
+    return keep[:80]
 
 
 def build_p4gen(name: str, args: list[str], tmp: Path, env: dict) -> dict:
@@ -121,6 +144,7 @@ def main() -> int:
     ap.add_argument("--link-gbps", default="100")
     ap.add_argument("--rtt-us", default="10")
     ap.add_argument("--size", default="256MiB")
+    ap.add_argument("--log", type=Path, help="write SwitchML's compile log to this new file")
     args = ap.parse_args()
     if tofino_compiler.find() is None:
         print("bench/switchml_baseline.py: no Tofino compiler (bf-p4c or p4c-barefoot) on PATH", file=sys.stderr)
@@ -128,6 +152,8 @@ def main() -> int:
     workload = ["--workers", args.workers, "--link-gbps", args.link_gbps, "--rtt-us", args.rtt_us,
                 "--size", args.size]
     try:
+        if args.log is not None:
+            check_file(args.log, NEW, "log file", P4genError, hint="name a new file")
         src = switchml_sources(args.switchml)
         exe = tofino_compiler.find()[1]
         print(f"compiler: {exe} ({tofino_compiler.version(exe)}); SwitchML {src} at {commit_of(src)}")
@@ -135,23 +161,34 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="p4gen-bench-switchml-") as tmpname:
             tmp = Path(tmpname)
             env = dict(os.environ, P4GEN_CACHE_DIR=str(tmp / "cache"))
-            sml, per_pass, secs = compile_switchml(src, tmp)
-            print(f"SwitchML compiled in {secs:.1f} s (the @pa_container_size pragma for hdr.ib_bth.psn removed)")
+            sml, refused = None, None
+            try:
+                sml, per_pass, secs = compile_switchml(src, tmp)
+                print(f"SwitchML compiled in {secs:.1f} s (the @pa_container_size pragma for hdr.ib_bth.psn removed)")
+            except P4genError as exc:
+                refused = str(exc)
+                print(f"SwitchML: {refused}")
+            finally:
+                if args.log is not None and (tmp / "switchml.log").is_file():
+                    write_file(args.log, (tmp / "switchml.log").read_bytes(), NEW, "log file", P4genError)
             default = build_p4gen("default", ["--slots", "512"], tmp, env)
             layout = plan_layout(workload, tmp, env)
             best = build_p4gen("best", ["--layout", str(layout)], tmp, env)
     except (P4genError, tofino_compiler.CompileFailed) as exc:
         print(f"bench/switchml_baseline.py: {exc}", file=sys.stderr)
         return 1
-    rows = [["SwitchML (hand-written)", str(per_pass), f"{per_pass * 4} B (1 pass) or {per_pass * 16} B (4 passes)",
-             f"- / {sml['stages_used']}", f"- / {sml['stateful_alus']}", f"- / {sml['register_sram_blocks']}",
-             f"- / {sml['phv_bits']}"],
+    per_pass = switchml_values(src)
+    label = f"SwitchML (hand-written{', refused' if sml is None else ''})"
+    cells = (["-"] * 4 if sml is None else
+             [f"- / {sml['stages_used']}", f"- / {sml['stateful_alus']}", f"- / {sml['register_sram_blocks']}",
+              f"- / {sml['phv_bits']}"])
+    rows = [[label, str(per_pass), f"{per_pass * 4} B (1 pass) or {per_pass * 16} B (4 passes)", *cells],
             p4gen_row(f"p4gen best ({' '.join(workload)})", best),
             p4gen_row("p4gen default (--slots 512)", default)]
     print("figures: p4gen's prediction / the compiler's allocation ('-': no prediction)")
     for line in table(rows):
         print(line)
-    return 0
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":
