@@ -53,7 +53,7 @@ def cache_root() -> Path:
 def _generator_digest() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
-    for sub in ("", "emit", "layout", "targets"):
+    for sub in ("", "decision", "emit", "layout", "ops", "plan", "planner", "spec", "target", "wire"):
         folder = root.joinpath(sub) if sub else root
         for p in sorted(folder.iterdir(), key=lambda p: p.name):
             if p.name.endswith((".py", ".toml")):

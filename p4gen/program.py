@@ -15,9 +15,10 @@ import functools
 import math
 from typing import Any
 
-from . import decision, protocols, salu_steps
+from . import decision, protocols
+from .ops import salu_steps
 from .registers import BITMAP_WORD_BITS, Geometry, register_arrays
-from .salu import SaluCaps
+from .ops.salu import SaluCaps
 from .spec import Spec
 from .target import TargetProfile
 from .wire import pass_header, wire_headers
@@ -94,7 +95,7 @@ def program_metadata(profile: TargetProfile, table: decision.DecisionTable, spec
                      mode: str) -> list[tuple[str, int]]:
     """The program's metadata fields.  On a target with stateful ALUs, the fields the Tofino program
     reads (the compiler drops the others: declaring them would only misstate the PHV), with what the
-    decision steps compute around their registers (:mod:`p4gen.salu_steps`); elsewhere the common set.
+    decision steps compute around their registers (:mod:`p4gen.ops.salu_steps`); elsewhere the common set.
     Both have one bitmap mask per word and a streamed layout's phase."""
     words = math.ceil(spec.max_workers / BITMAP_WORD_BITS)
     caps = SaluCaps.of(profile)
@@ -119,7 +120,7 @@ def program_metadata(profile: TargetProfile, table: decision.DecisionTable, spec
 @functools.lru_cache(maxsize=256)
 def _step_fields(table: decision.DecisionTable, caps: SaluCaps, lanes: int, max_workers: int,
                  value_width: int) -> tuple[tuple[str, int], ...]:
-    """The metadata the decision steps compute around their registers (:func:`p4gen.salu_steps.fields`):
+    """The metadata the decision steps compute around their registers (:func:`p4gen.ops.salu_steps.fields`):
     the same for every shape of a variant, so the shapes a fit or a layout search weighs share it."""
     g = Geometry(1, max_workers, value_width, lanes, lanes, 0, 1)
     return tuple(salu_steps.fields(salu_steps.program(table, register_arrays(table, g), caps, value_width)))

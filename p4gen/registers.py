@@ -5,7 +5,7 @@ arrays of a role look like: how many (the bitmap: one per 32 workers; the values
 of a pass), their lanes and lane width, and what indexes them (the slot, or the slot and its copy, or
 the slot, copy and pass).  :func:`register_arrays` lays out the arrays of a table's steps, in the order
 of ``p4gen.ops``' roles (which fixes their P4Runtime ids); stages are placed afterwards
-(:mod:`p4gen.placement`).
+(:mod:`p4gen.planner.placement`).
 """
 
 from __future__ import annotations

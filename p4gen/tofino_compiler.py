@@ -1,6 +1,6 @@
 """The Tofino compiler: running it on a generated TNA program and reading what it allocated.
 
-p4gen's resource model (``p4gen/planner.py``) predicts stages, stateful ALUs, SRAM blocks and PHV
+p4gen's resource model (``p4gen/planner/``) predicts stages, stateful ALUs, SRAM blocks and PHV
 bits.  The compiler that places the program on the chip is p4c's Tofino back end (``p4c-barefoot``
 with its assembler ``bfas``, open source in p4c since 1.2.5 under ``backends/tofino``) or Intel's
 SDE compiler (``bf-p4c``).  Run with ``-g`` it writes, for each pipeline, ``logs/resources.json``

@@ -6,7 +6,7 @@
 
 The software data plane and BMv2 run the same v1model program and plan, so
 one bmv2 build serves both; ``compile_p4`` adds BMv2's JSON.  A ``soft``
-build (:file:`p4gen/targets/soft.toml`) is for the software data plane
+build (:file:`p4gen/target/soft.toml`) is for the software data plane
 alone: 2048 values (8 KiB) a frame on jumbo-frame links, where the bmv2
 build carries 256 (SwitchML) or 128 (OmniReduce, bound by simple_switch's
 packet headroom) on 1500-byte ones.  A network built for a plan gives

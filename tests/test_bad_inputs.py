@@ -175,7 +175,7 @@ def test_random_target_documents_raise_only_p4gen_errors(doc, tmp_path_factory):
     from p4gen.planner import make_plan
     from p4gen.target import load_target_file
 
-    base = tomllib.loads((Path(__file__).parents[1] / "p4gen" / "targets" / "tofino.toml").read_text())
+    base = tomllib.loads((Path(__file__).parents[1] / "p4gen" / "target" / "tofino.toml").read_text())
     base.update(doc)
     path = tmp_path_factory.mktemp("tgt") / "t.toml"
     path.write_text(_toml(base))

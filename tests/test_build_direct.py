@@ -45,7 +45,7 @@ def test_changed_spec_and_target_files_are_misses(tmp_path, capsys):
     line = _run(capsys, "--spec", str(spec), "--target", "bmv2", "--out", out)[0]
     assert "slots=32 " in line and line.endswith("(built)")
     target = tmp_path / "t.toml"
-    text = (buildmod.Path(buildmod.__file__).parent / "targets" / "bmv2.toml").read_text()
+    text = (buildmod.Path(buildmod.__file__).parent / "target" / "bmv2.toml").read_text()
     target.write_text(text)
     assert _run(capsys, "--target-file", str(target), "--slots", "8", "--out", out)[0].endswith("(built)")
     assert _run(capsys, "--target-file", str(target), "--slots", "8", "--out", out)[0].endswith("(cache hit)")

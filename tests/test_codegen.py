@@ -68,7 +68,7 @@ def test_missing_target_file(capsys, tmp_path):
 
 
 def test_user_target_file_builds(tmp_path, capsys):
-    text = (Path(buildmod.__file__).parent / "targets" / "tofino.toml").read_text()
+    text = (Path(buildmod.__file__).parent / "target" / "tofino.toml").read_text()
     text = text.replace('name = "tofino"', 'name = "tofino-small"').replace("stages = 12", "stages = 8")
     path = tmp_path / "small.toml"
     path.write_text(text)
@@ -373,7 +373,7 @@ def test_a_build_lays_its_registers_out_once(target, monkeypatch):
 def test_a_build_times_its_steps_once_per_variant_tried(target, monkeypatch):
     # the first pass resolves a variant's table and step timing once; every later pass, the bisections and
     # a failed fit's message read them from the Fit (a default Tofino build computed them 45 times before)
-    from p4gen import placement
+    from p4gen.planner import placement
 
     calls = []
     real = placement.timing

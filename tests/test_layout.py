@@ -20,7 +20,7 @@ from p4gen.jobfile import parse_job
 from p4gen.emit.p4 import render_p4
 from p4gen.emit.p4info import render_p4info
 from p4gen.errors import InfeasibleError
-from p4gen import placement as inner
+from p4gen.planner import placement as inner
 from p4gen.layout.cost import Geometry, Workload, predict
 from p4gen.layout.job_split import Job, equal_split, plan_jobs
 from p4gen.layout.search import SearchContext, largest_slots, search, shapes

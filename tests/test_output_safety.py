@@ -343,7 +343,7 @@ def test_multi_target_failure_while_writing_restores_every_target(tmp_path, monk
 
 @pytest.mark.parametrize("name", ["/tmp/x", "../../x", "a/b", "..", ".hidden", ""])
 def test_profile_names_cannot_leave_the_output_root(tmp_path, capsys, name):
-    text = (Path(buildmod.__file__).parent / "targets" / "bmv2.toml").read_text()
+    text = (Path(buildmod.__file__).parent / "target" / "bmv2.toml").read_text()
     path = tmp_path / "t.toml"
     path.write_text(text.replace('name = "bmv2"', f"name = {json.dumps(name)}"))
     work = tmp_path / "w"

@@ -1,6 +1,6 @@
 """The stateful-ALU lowering of every register operation is the operation of ``p4gen.ops`` (proved with Z3).
 
-``p4gen.salu.lower`` turns an op into what Tofino runs: metadata computed before the RegisterAction,
+``p4gen.ops.salu.lower`` turns an op into what Tofino runs: metadata computed before the RegisterAction,
 the RegisterAction's comparisons, lane updates and returned words, and the output the stages after it
 compute from those words.  For every op of every role, on Tofino (two comparisons, one returned word)
 and Tofino2 (four, four), over 32- and 8-bit registers as the build has them, Z3 proves that running
@@ -15,8 +15,9 @@ from __future__ import annotations
 import pytest
 import z3
 
-from p4gen import decision, opgraph, ops, salu
-from p4gen.salu import IN, MEM, RV, TMP, SaluCaps
+from p4gen import decision, ops
+from p4gen.ops import graph as opgraph, salu
+from p4gen.ops.salu import IN, MEM, RV, TMP, SaluCaps
 from p4gen.verify.z3alg import BV
 
 

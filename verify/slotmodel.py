@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import z3
 
-from p4gen import opgraph
+from p4gen.ops import graph as opgraph
 
 from .engine import Case, Event, Model, State
 from .paths import Packet, feasible, outcome, table_paths

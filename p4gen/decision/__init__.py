@@ -31,7 +31,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import ops
+from .. import ops
 
 OBSERVATIONS: dict[str, list[str]] = {
     "cmp": [ops.CMP_NAMES[c] for c in (ops.CMP_LT, ops.CMP_EQ, ops.CMP_GT)],
@@ -317,7 +317,7 @@ DERIVED = ("dt_", "run_")      # the prefixes of the tables derived from the dec
 def touches(role: str, op: str) -> bool:
     """Whether ``op`` of ``role`` reads or writes the role's registers (else the P4 program runs it as a
     plain action: a nop)."""
-    from . import opgraph
+    from ..ops import graph as opgraph
 
     call = opgraph.ROLE_CALLS[role]
     res = opgraph.symbolic(role, op)

@@ -2,9 +2,9 @@
 
 Every op a decision step names becomes the body of the step table's action (``p4gen.decision.step_action``):
 
-* **v1model** (BMv2): the op read off its expression graph (:mod:`p4gen.opgraph`) as one register read,
+* **v1model** (BMv2): the op read off its expression graph (:mod:`p4gen.ops.graph`) as one register read,
   the new value and the output as P4 expressions, one register write;
-* **TNA / T2NA** (Tofino): the op lowered to a stateful ALU (:mod:`p4gen.salu`): a ``RegisterAction``
+* **TNA / T2NA** (Tofino): the op lowered to a stateful ALU (:mod:`p4gen.ops.salu`): a ``RegisterAction``
   whose body branches on the op's comparisons, an action that executes it, the metadata computed before
   it and, where the ALU returns the register's old value, the match-action work that computes the
   output from it (run only after the actions that need it: ``switch (... .action_run)``).
@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import decision, opgraph, ops, salu, salu_steps
-from ..opgraph import BOOLEAN, Expr
+from .. import decision, ops
+from ..ops import graph as opgraph, salu, salu_steps
+from ..ops.graph import BOOLEAN, Expr
 from ..plan import Plan
-from ..salu import IN, MEM, TMP, SaluCaps
+from ..ops.salu import IN, MEM, TMP, SaluCaps
 
 _INDEX = {"chunk": "meta.sc_index", "counter": "meta.sc_index", "exponent": "meta.sc_index",
           "minnext": "meta.sc_index", "bitmap": "(bit<32>) meta.slot", "values": "meta.vidx"}

@@ -1,6 +1,6 @@
 """The cost model: how long a layout takes to all-reduce a tensor on a target.
 
-Every constant is the target profile's (``p4gen/targets/*.toml``), the workload's, or
+Every constant is the target profile's (``p4gen/target/*.toml``), the workload's, or
 named here with its source; docs/layout.md states the model and its limits.
 
 A job of ``n`` workers all-reduces ``N`` elements in chunks of ``E`` (one packet each),

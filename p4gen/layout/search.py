@@ -8,7 +8,7 @@ window that reaches the other bounds (``window_saturates_at``) the predicted tim
 with every slot added, and above it a dense job's time stays flat while a sparse job's
 grows (one more discovery round per stream), so the time-optimal window is
 ``min(largest that fits, window_saturates_at)``.  For each shape and slot count the inner
-level (:mod:`p4gen.placement`) finds the placement with the fewest stages exactly.  The result is
+level (:mod:`p4gen.planner.placement`) finds the placement with the fewest stages exactly.  The result is
 the optimum on the cost model over the whole space; its size is reported.
 """
 
@@ -20,7 +20,8 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import placement, planner, protocols
+from ..planner import placement
+from .. import planner, protocols
 from ..errors import InfeasibleError
 from ..pass_shape import PassShape
 from ..planner import Fit, fit, phv_bits

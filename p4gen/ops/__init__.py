@@ -6,8 +6,8 @@ semantics are written once, over an abstract algebra, and every execution is
 derived from that one definition: the software data plane's kernels and batch
 loop (``p4gen.switch.kernels``), the Z3 encoding of the proofs
 (``p4gen.verify.z3alg``) and the P4 program, which ``p4gen.emit.p4ops`` prints
-from the expression graphs of :mod:`p4gen.opgraph` (a Tofino RegisterAction in
-the form a stateful ALU accepts, ``p4gen.salu``; a v1model register
+from the expression graphs of :mod:`p4gen.ops.graph` (a Tofino RegisterAction in
+the form a stateful ALU accepts, ``p4gen.ops.salu``; a v1model register
 read-modify-write).  ``tests/test_ops.py`` pins the semantics with exact
 examples, ``tests/test_salu.py`` proves each stateful-ALU form equal to its
 definition here, and ``tests/test_ops_derivation.py`` that a changed op moves

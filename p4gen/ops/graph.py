@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import ops
+from .. import ops
 
 # kinds whose value is a truth value
 BOOLEAN = frozenset({"eq", "gt", "ne0"})

@@ -1,6 +1,6 @@
 """How a register operation of ``p4gen.ops`` runs on a Tofino stateful ALU: its lowering, as data.
 
-An op's results, as graphs (:mod:`p4gen.opgraph`), become one RegisterAction and the match-action (MAU)
+An op's results, as graphs (:mod:`p4gen.ops.graph`), become one RegisterAction and the match-action (MAU)
 work around it:
 
 * **before** (``hoisted``): sub-expressions that read only packet fields or metadata (the chunk window's
@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import opgraph
-from .opgraph import BOOLEAN, Expr, const
+from . import graph as opgraph
+from .graph import BOOLEAN, Expr, const
 
 # leaf name prefixes
 MEM = "mem."      # a register lane's value when the action starts: mem.value (one word), mem.lo / mem.hi (a pair)

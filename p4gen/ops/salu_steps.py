@@ -1,7 +1,7 @@
 """The decision steps of a build on Tofino's stateful ALUs: which RegisterAction each entry runs, and the
 metadata and match-action work around it.
 
-:mod:`p4gen.salu` lowers one op on one register; this module does it for every op a decision step names
+:mod:`p4gen.ops.salu` lowers one op on one register; this module does it for every op a decision step names
 on every register array of the step, and says where things go in the program:
 
 * the fields an op reads (``hdr.agg.tsi``, ``meta.num_workers``, this word's ``meta.mask<i>``, a value
@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import decision, opgraph, salu
-from .opgraph import BOOLEAN, Expr
+from .. import decision
+from . import graph as opgraph, salu
+from .graph import BOOLEAN, Expr
 from .salu import IN, RV, TMP, SaluCaps
 
 # where each role's op reads its inputs and where its output goes
@@ -122,7 +123,7 @@ def widths(role: str, value_width: int) -> tuple[dict[str, int], int]:
 
 def used_ops(st: decision.Step) -> list[str]:
     """The ops some entry of step ``st``'s table runs, in ``p4gen.ops`` order."""
-    from . import ops
+    from .. import ops
 
     order = list(ops.OPS[st.role])
     return sorted({rule.op for _obs, rule in decision.expand(st.keys, st.rules)}, key=order.index)

@@ -29,15 +29,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import decision as dmod
-from . import ops, protocols
-from .decision import Codes, DecisionTable, FrozenMap
-from .errors import P4genError, PlanError
-from .fileread import parse_json, read_text
-from .plan_reader import FIELD_KINDS, Reader, names
-from .plan_structure import header_dict, plain, structure_problem
-from .spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
-from .target import TargetProfile, profile_from_mapping
+from .. import decision as dmod
+from .. import ops, protocols
+from ..decision import Codes, DecisionTable, FrozenMap
+from ..errors import P4genError, PlanError
+from ..fileread import parse_json, read_text
+from .reader import FIELD_KINDS, Reader, names
+from .structure import header_dict, plain, structure_problem
+from ..spec import MAX_SLOTS, MAX_WORKERS, VALUE_WIDTHS, Spec, make_spec
+from ..target import TargetProfile, profile_from_mapping
 
 SCHEMA = "p4gen.plan/1"
 
@@ -544,13 +544,13 @@ def _check_program(r: Reader, plan: Plan) -> None:
 
 
 def op_codes() -> dict[str, dict[str, int]]:
-    """The code of every register operation, as p4gen/ops.py defines them (its order in ``OPS``): the
+    """The code of every register operation, as p4gen/ops/ defines them (its order in ``OPS``): the
     numbers the P4 program dispatches on, the model executes and the proofs read."""
     return {role: {op: i for i, op in enumerate(names)} for role, names in ops.OPS.items()}
 
 
 def check_op_codes(codes: Any, source: str = "plan") -> None:
-    """Refuse (PlanError, one line) ``params.op_codes`` that are not exactly those of p4gen/ops.py: a
+    """Refuse (PlanError, one line) ``params.op_codes`` that are not exactly those of p4gen/ops/: a
     program that dispatched on other codes would run other operations than the ones the decision names
     and the proofs cover."""
     want = op_codes()

@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from .decision import FrozenMap
-from .errors import PlanError
+from ..decision import FrozenMap
+from ..errors import PlanError
 
 JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
               bool: "a boolean", type(None): "null"}

@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from . import protocols
-from .decision import DERIVED
-from .pass_shape import PASS_MODES, PassShape, shape_problem
-from .program import expected_parts
+from .. import protocols
+from ..decision import DERIVED
+from ..pass_shape import PASS_MODES, PassShape, shape_problem
+from ..program import expected_parts
 
 _MISSING = object()
 _IDS = ("tables", "actions", "counters", "registers")        # the kinds of object with a P4Runtime ID

@@ -3,13 +3,13 @@
 Every pass takes one frozen :class:`Fit` and returns one (:data:`PASSES`, in the order they run):
 
 1. :func:`choose_variant` resolves the variant once: its decision table, its step timing on the target
-   (:func:`p4gen.placement.timing`), the protocol's headers and the variant to compare with.  It is the
+   (:func:`p4gen.planner.placement.timing`), the protocol's headers and the variant to compare with.  It is the
    only pass that reads the protocol registry.  ``variant=auto`` tries the protocol's variants in the
    order :mod:`p4gen.protocols` declares them, each until one fits.
 2. :func:`shape`: the element count (the spec's, or the largest power of two whose packet fits one
    pass), frame size, headroom, passes and PHV; independent of the slots.
 3. :func:`registers`: the register arrays of the table's steps at the fit's slots (:mod:`p4gen.registers`).
-4. :func:`place`: their stages (:func:`p4gen.placement.assign`) and the SRAM and entry limits.
+4. :func:`place`: their stages (:func:`p4gen.planner.placement.assign`) and the SRAM and entry limits.
 5. :func:`program`: the P4 program's tables, actions, counters and their P4Runtime IDs, with the
    decision table expanded into ``dt_*`` const entries.
 6. :func:`account`: the resource table, the other variant laid out at the same shape for comparison
@@ -34,18 +34,19 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import __version__, decision, placement, protocols
-from .decision import Codes, DecisionTable, FrozenMap
-from .errors import InfeasibleError
-from .pass_shape import PassShape, shape_problem
-from .plan import (Action, Alternative, Counter, Entry, Field, Generator, Header, Key, Limits, P4Names, Params,
+from .. import __version__, decision, protocols
+from . import placement
+from ..decision import Codes, DecisionTable, FrozenMap
+from ..errors import InfeasibleError
+from ..pass_shape import PassShape, shape_problem
+from ..plan import (Action, Alternative, Counter, Entry, Field, Generator, Header, Key, Limits, P4Names, Params,
                    Plan, Register, Resources, Stage, Table, op_codes as ops_op_codes)
-from .program import (MAX_HEADER_SLOTS, SLOT_BITS, p4names, plan_headers, plan_params, program_metadata,
+from ..program import (MAX_HEADER_SLOTS, SLOT_BITS, p4names, plan_headers, plan_params, program_metadata,
                       program_objects, register_geometry)
-from .registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
-from .spec import MAX_ELEMENTS, Spec
-from .target import TargetProfile
-from .wire import pass_header, wire_headers
+from ..registers import BITMAP_WORD_BITS, Geometry, arrays_of, register_arrays
+from ..spec import MAX_ELEMENTS, Spec
+from ..target import TargetProfile
+from ..wire import pass_header, wire_headers
 
 @dataclass(frozen=True)
 class Fit:
@@ -299,7 +300,7 @@ def _sram_problem(fit: Fit, stages: list[Stage], counters: dict[int, int]) -> st
 
 
 def place(fit: Fit) -> Fit:
-    """Each register array's stage (:func:`p4gen.placement.assign`: the layout's placement, checked,
+    """Each register array's stage (:func:`p4gen.planner.placement.assign`: the layout's placement, checked,
     else the one with the fewest stages), the stages, and the SRAM and entry limits."""
     profile, tm = fit.profile, fit.timing_with_tail
     regs = [dict(a) for a in fit.arrays]

@@ -31,9 +31,9 @@ from functools import lru_cache
 from itertools import combinations, permutations
 from typing import Any
 
-from . import decision
-from .decision import DecisionTable
-from .target import TargetProfile
+from .. import decision
+from ..decision import DecisionTable
+from ..target import TargetProfile
 
 COUNTER_ENTRY_BITS = 128     # a packets-and-bytes counter entry: two 64-bit counts
 
@@ -91,9 +91,9 @@ class Timing:
 
 def timing(profile: TargetProfile, table: DecisionTable, max_workers: int, value_width: int) -> Timing:
     """The :class:`Timing` of ``table``'s steps on ``profile``: from their stateful-ALU lowering on a
-    target with stateful ALUs (:mod:`p4gen.salu_steps`), else every result one stage after its step."""
-    from . import salu_steps
-    from .salu import SaluCaps
+    target with stateful ALUs (:mod:`p4gen.ops.salu_steps`), else every result one stage after its step."""
+    from ..ops import salu_steps
+    from ..ops.salu import SaluCaps
 
     deps = {r: frozenset(d) for r, d in step_dependencies(table).items()}
     caps = SaluCaps.of(profile)

@@ -11,9 +11,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from . import protocols
-from .errors import SpecError
-from .fileread import load_toml
+from .. import protocols
+from ..errors import SpecError
+from ..fileread import load_toml
 
 AUTO = "auto"               # the variant choice that takes a protocol's preferred variant that fits
 VALUE_WIDTHS = (16, 32)

@@ -5,7 +5,7 @@ module runs those same functions over two more interpretations and builds
 the model's executable forms from what they return; it says nothing of its
 own about what an operation does.
 
-* :data:`p4gen.opgraph.SYM`: values are expression graphs.  Running, say,
+* :data:`p4gen.ops.graph.SYM`: values are expression graphs.  Running, say,
   ``ops.counter_op("inc_mod", count, n, bits, A)`` over it returns the
   operation's body as a graph, which :func:`_lines` prints as Python
   statements (a sub-expression used twice becomes one local).  From it come
@@ -32,7 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import opgraph, ops
+from ..ops import graph as opgraph
+from .. import ops
 
 # -- Python source ------------------------------------------------------------------------------
 
@@ -104,7 +105,7 @@ def _lines(outputs: list[tuple[str, Expr]], temp: str) -> list[str]:
 
 @dataclass(frozen=True)
 class ScalarRole:
-    """How the model calls one scalar role's operations: the role's call (:data:`p4gen.opgraph.ROLE_CALLS`)
+    """How the model calls one scalar role's operations: the role's call (:data:`p4gen.ops.graph.ROLE_CALLS`)
     with, for a role whose ops take the register's width, the kernel's ``full`` parameter (that width's
     all-ones mask)."""
 

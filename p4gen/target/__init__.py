@@ -1,6 +1,6 @@
 """Target profiles: the resource limits of a switch, kept as data files.
 
-Built-in profiles live in ``p4gen/targets/*.toml``; a user's own profile is
+Built-in profiles live in ``p4gen/target/*.toml``; a user's own profile is
 loaded from any path with the same keys.  A key left out of a profile means
 the target has no such limit (BMv2 has no MAU stages, for instance).
 """
@@ -14,8 +14,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .errors import TargetError
-from .fileread import load_toml
+from ..errors import TargetError
+from ..fileread import load_toml
 
 ARCHES = ("tna", "t2na", "v1model")
 
@@ -141,7 +141,7 @@ class TargetProfile:
 
 # the built-in profiles ship inside the package (a plain directory: importlib.resources costs a warm build
 # more than the look-up it saves)
-_TARGETS = Path(__file__).resolve().parent / "targets"
+_TARGETS = Path(__file__).resolve().parent
 
 
 def builtin_names() -> list[str]:

@@ -20,8 +20,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import protocols
-from .errors import P4genError
+from .. import protocols
+from ..errors import P4genError
 
 # numpy, imported by the first FrameLayout: the compiler reads only the header definitions below and so
 # does not load it

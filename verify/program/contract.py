@@ -27,7 +27,8 @@ from typing import Any
 
 import z3
 
-from p4gen import decision, opgraph
+from p4gen import decision
+from p4gen.ops import graph as opgraph
 
 from .symexec import Event, Executor, fit
 

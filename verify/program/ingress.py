@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 import z3
 
-from p4gen import opgraph
+from p4gen.ops import graph as opgraph
 
 from ..z3alg import BV
 from .contract import PKT, Contract, op_of
