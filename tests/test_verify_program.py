@@ -130,7 +130,7 @@ def test_generator_mutants_are_refused_with_the_element_named(target, tmp_path):
                                               "counter_probe_full() where the plan's is cmp=1 seen=0 -> "
                                               "counter_inc_sat()")
     else:
-        assert by["lane_slice_swapped"].startswith("program.p4: action ")
+        assert by["lane_slice_swapped"].startswith("program.p4: the ingress apply block (program.p4 line ")
         assert "in values0 lane 1 where ops.py's values add stores (value.lane1 + hdr.data0.d1)" in \
             by["lane_slice_swapped"]
 

@@ -63,8 +63,8 @@ from . import engine
 from .engine import Case, Clause, Event, State, TraceRow, TraceStep, step_local
 from .paths import Packet
 from .slotmodel import SlotModel
-from .protocol import FAR_PROPERTIES, far_aheads, window_bounds
-from .workers import Workers, define, sel
+from .protocol import FAR_PROPERTIES
+from .workers import Workers, define
 from .z3alg import EMPTY, JUNK, ONE, BitSet, Mask, Share, Shares
 
 NONE_OFFSET = 0xFFFFFFFF
@@ -179,9 +179,6 @@ class OmniReduce(SlotModel):
             ev += [Event("deliver_far", w, v) for v in (0, 1)]
         return ev
 
-    def bitmaps(self, s: State) -> list[BitSet]:
-        return list(s.bm)
-
     def view(self, s: State, ws: Workers, g) -> "View":
         return View(s, ws)
 
@@ -194,14 +191,12 @@ class OmniReduce(SlotModel):
         if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
-        bound = step_local(k, f"window{v}", choices=window_bounds)
-        extra = [bound >= 2]
         far = ev.kind == "deliver_far"
+        bound, ahead, extra = self._window(k, v, far)
         if far:
-            ahead = step_local(k, f"ahead{v}", choices=far_aheads)
             junk_data = step_local(k, f"junk_data{v}", choices=lambda depth: (0, 1))
             junk_next = step_local(k, f"junk_next{v}", choices=lambda depth: (1, 2))
-            extra += [ahead >= 1, junk_data >= 0, junk_data <= 1, junk_next >= 0, junk_next <= NONE_OFFSET]
+            extra += [junk_data >= 0, junk_data <= 1, junk_next >= 0, junk_next <= NONE_OFFSET]
             pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N, values=Shares.packet(ws, w, k, JUNK),
                          exponent=Shares.packet(ws, w, k, JUNK), nxt=junk_next, obs={"data": junk_data}, bound=bound)
         else:
@@ -227,19 +222,13 @@ class OmniReduce(SlotModel):
         w, v = ev.worker, ev.copy
         checks = {p: z3.BoolVal(True) for p in self.properties}
         guard = [k >= 0, k <= s.cur.get(w), next_of(w, k) >= 0, next_of(w, k) <= NONE_OFFSET]
-        if self.copy_rule == "round":
-            guard.append(k % 2 == v)
-        elif v != 0:
-            guard.append(z3.BoolVal(False))
+        guard += self._copy_guard(k, v)
         mc, uc = info["mc"], info["uc"]
         good_sum = z3.And(expected_sum(ws, info["carried"], k), info["exp_carried"].exact(ws, k))
         good_min = is_min(ws, info["mn_carried"], k)
         bad = define(ws, guard, f"{k}_bad_{v}", z3.Not(z3.And(good_sum, good_min)))
 
-        def rec(u):
-            return sel(ws.same(u, w), z3.Or(mc, uc), mc)
-        post.avail = ws.tabulate(lambda u: z3.Or(s.avail.get(u), z3.And(rec(u), k == s.cur.get(u))))
-        post.abad = ws.tabulate(lambda u: z3.Or(s.abad.get(u), z3.And(rec(u), k == s.cur.get(u), bad)))
+        rec = self._answer(s, ws, w, k, mc, uc, bad, post)
         sent = z3.Or(mc, uc)
         held = s.ex[v].at(w).is_one(k)
         checks["exact_result"] = z3.Implies(sent, z3.And(good_sum, ws.all(lambda u: z3.Implies(rec(u), k <= s.cur.get(u)))))

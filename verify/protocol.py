@@ -52,10 +52,10 @@ import z3
 from p4gen.decision import STANDARD_CODES, STATS, Codes, DecisionTable
 
 from . import engine
-from .engine import Case, Clause, Event, State, TraceRow, TraceStep, step_local
+from .engine import Case, Clause, Event, State, TraceRow, TraceStep
 from .paths import Packet
-from .slotmodel import SlotModel
-from .workers import Workers, define, sel
+from .slotmodel import SlotModel, sum_effect
+from .workers import Workers, define
 from .z3alg import JUNK, BitSet, Mask, Shares
 
 PROPERTIES: dict[str, str] = {
@@ -147,9 +147,6 @@ class SwitchML(SlotModel):
             ev += [Event("deliver_far", w, v) for v in (0, 1)]
         return ev
 
-    def bitmaps(self, s: State) -> list[BitSet]:
-        return list(s.bm)
-
     def view(self, s: State, ws: Workers, g) -> "View":
         return View(self, s, ws, g["off"])
 
@@ -158,14 +155,9 @@ class SwitchML(SlotModel):
         if not ev.kind.startswith("deliver"):
             return self._receive(s, ws, ev)
         w, v = ev.worker, ev.copy
-        # how far ahead of the stored chunk the switch takes a tsi: 2 * slot_count in tsi units, at least
-        # two chunks of this slot (tsi = slot + k * window, window <= slot_count) in the model's units
-        bound = step_local(k, f"window{v}", choices=window_bounds)
         far = ev.kind == "deliver_far"
-        extra = [bound >= 2]
+        bound, ahead, extra = self._window(k, v, far)
         if far:
-            ahead = step_local(k, f"ahead{v}", choices=far_aheads)
-            extra.append(ahead >= 1)
             pkt = Packet(tsi=s.chk[v] + bound + ahead, mask=Mask(w), n=ws.N + self.counter_delta,
                          values=Shares.packet(ws, w, k, JUNK),
                          exponent=Shares.packet(ws, w, k, JUNK), bound=bound)
@@ -193,19 +185,13 @@ class SwitchML(SlotModel):
         guard = [k >= 0, k <= s.cur.get(w)]
         if self.fifo:
             guard.append(k >= s.lo.get(w))
-        if self.copy_rule == "round":
-            guard.append(k % 2 == v)
-        elif self.copy_rule == "zero" and v != 0:
-            guard.append(z3.BoolVal(False))
+        guard += self._copy_guard(k, v)
         post.lo = s.lo.set(w, k)
         mc, uc = info["mc"], info["uc"]
         good = z3.And(info["carried"].exact(ws, k), info["exp_carried"].exact(ws, k))
         bad = define(ws, guard, f"{k}_bad_{v}", z3.Not(good))
 
-        def rec(u):
-            return sel(ws.same(u, w), z3.Or(mc, uc), mc)
-        post.avail = ws.tabulate(lambda u: z3.Or(s.avail.get(u), z3.And(rec(u), k == s.cur.get(u))))
-        post.abad = ws.tabulate(lambda u: z3.Or(s.abad.get(u), z3.And(rec(u), k == s.cur.get(u), bad)))
+        rec = self._answer(s, ws, w, k, mc, uc, bad, post)
         post.stale = ws.tabulate(lambda u: z3.Or(s.stale.get(u), z3.And(rec(u), k < s.cur.get(u))))
         held = s.sh[v].at(w).is_one(k)
         checks["exact_result"] = z3.Implies(z3.Or(mc, uc),
@@ -277,26 +263,14 @@ class SwitchML(SlotModel):
 def _took(info: dict) -> str:
     """What the values step did with an absorbed packet, in words."""
     op = info.get("ops", {}).get("values", "add")
-    return {"add": "adds the contribution", "write": "stores the contribution (first of the round)",
-            "clear": "stores zeros (the sum starts over)"}.get(op, f"takes no contribution (values: {op})")
+    return {"adds": f"adds the contribution ({op})", "stores": f"stores the contribution, first of the round ({op})",
+            "clears": f"stores zeros, the sum starts over ({op})"}.get(sum_effect(op),
+                                                                       f"takes no contribution (values: {op})")
 
 
 def _kept(ws: Workers, s: State, post: State, v: int):
     """Every contribution copy v holds for the chunk its worker waits for is still there after the step."""
     return ws.all(lambda u: z3.Implies(s.sh[v].at(u).is_one(s.cur.get(u)), post.sh[v].at(u).is_one(s.cur.get(u))))
-
-
-def window_bounds(depth: int) -> tuple:
-    """Window bounds the search tries: a chunk op only asks whether a newer tsi's gap exceeds the bound, and in
-    ``depth`` steps no packet's tsi is more than ``depth + 1`` ahead of a chunk register (a far frame's tsi is
-    always beyond the bound), so 2 and ``depth + 2`` give every outcome."""
-    return (2, depth + 2)
-
-
-def far_aheads(depth: int) -> tuple:
-    """How far beyond the bound a corrupted frame's tsi is: only its order against the tsi of later packets
-    (at most ``depth + 1``) can matter, and 1..depth reach every value up to ``depth + 2`` and one above."""
-    return tuple(range(1, depth + 1))
 
 
 # ---------------------------------------------------------------------------

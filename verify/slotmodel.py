@@ -19,20 +19,45 @@ import z3
 
 from p4gen.ops import graph as opgraph
 
-from .engine import Case, Event, Model, State
+from .engine import Case, Event, Model, State, step_local
 from .paths import Packet, feasible, outcome, table_paths
-from .workers import Workers
+from .workers import Workers, sel
 
 
-def changes_sum(op: str | None) -> bool:
-    """Whether values op ``op`` changes the register it runs on (writes, adds, clears, accumulates), from
-    its definition in ``p4gen.ops``: its new stored value is anything but the stored value itself."""
+def sum_effect(op: str | None) -> str:
+    """What values op ``op`` does to the sum it runs on, read from its definition in ``p4gen.ops``:
+    ``adds`` (the new sum reads the old one and the packet's value), ``stores`` (the packet's value
+    alone), ``clears`` (neither: a constant), ``keeps`` (the old sum itself, or no op)."""
     if op is None:
-        return False
+        return "keeps"
     call = opgraph.ROLE_CALLS["values"]
     res = opgraph.symbolic("values", op)
     new = res[call.stores.index("stored")]
-    return not (new.kind == "leaf" and new.args[0] == "stored")
+    if new.kind == "leaf" and new.args[0] == "stored":
+        return "keeps"
+    reads = opgraph.leaves([new])
+    if "pkt" in reads:
+        return "adds" if "stored" in reads else "stores"
+    return "clears" if not reads else "rewrites"
+
+
+def changes_sum(op: str | None) -> bool:
+    """Whether values op ``op`` changes the register it runs on (writes, adds, clears, accumulates): its
+    new stored value is anything but the stored value itself (see :func:`sum_effect`)."""
+    return sum_effect(op) != "keeps"
+
+
+def window_bounds(depth: int) -> tuple:
+    """Window bounds the search tries: a chunk op only asks whether a newer tsi's gap exceeds the bound, and in
+    ``depth`` steps no packet's tsi is more than ``depth + 1`` ahead of a chunk register (a far frame's tsi is
+    always beyond the bound), so 2 and ``depth + 2`` give every outcome."""
+    return (2, depth + 2)
+
+
+def far_aheads(depth: int) -> tuple:
+    """How far beyond the bound a corrupted frame's tsi is: only its order against the tsi of later packets
+    (at most ``depth + 1``) can matter, and 1..depth reach every value up to ``depth + 2`` and one above."""
+    return tuple(range(1, depth + 1))
 
 
 class SlotModel(Model):
@@ -50,6 +75,39 @@ class SlotModel(Model):
             ev.append(Event("deliver", w, 1))
         ev.append(Event("recv", w))
         return ev
+
+    def bitmaps(self, s: State) -> list:
+        return list(s.bm)
+
+    def _window(self, k, v, far: bool) -> tuple[Any, Any, list]:
+        """(bound, how far beyond it a corrupted frame is or None, their axioms) of one delivery: how far
+        ahead of the stored chunk the switch takes a tsi, 2 * slot_count in tsi units, at least two of
+        this slot's chunks or rounds in the model's units."""
+        bound = step_local(k, f"window{v}", choices=window_bounds)
+        extra = [bound >= 2]
+        ahead = None
+        if far:
+            ahead = step_local(k, f"ahead{v}", choices=far_aheads)
+            extra.append(ahead >= 1)
+        return bound, ahead, extra
+
+    def _copy_guard(self, k, v) -> list:
+        """The copy a packet of chunk or round k may use: k mod 2 (``round``), copy 0 only (``zero``), either."""
+        if self.copy_rule == "round":
+            return [k % 2 == v]
+        if self.copy_rule == "zero" and v != 0:
+            return [z3.BoolVal(False)]
+        return []
+
+    def _answer(self, s: State, ws: Workers, w, k, mc, uc, bad, post: State):
+        """Who receives the step's result (``rec(u)``: the sender on unicast or multicast, everyone on
+        multicast), recorded as available (and bad, where it is not the exact one) to each worker that waits
+        for chunk or round k."""
+        def rec(u):
+            return sel(ws.same(u, w), z3.Or(mc, uc), mc)
+        post.avail = ws.tabulate(lambda u: z3.Or(s.avail.get(u), z3.And(rec(u), k == s.cur.get(u))))
+        post.abad = ws.tabulate(lambda u: z3.Or(s.abad.get(u), z3.And(rec(u), k == s.cur.get(u), bad)))
+        return rec
 
     def _prune(self, ws: Workers, w, v, kind: str, extra: list):
         key0 = (ws.concrete, isinstance(w, int), v, kind)

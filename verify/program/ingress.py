@@ -401,13 +401,14 @@ class IngressCheck:
 
     def refuse_store(self, step, reg, action, op, lane, have, want, m, old) -> None:
         who = ", ".join(self.writers(reg.name, m))
-        kind = "RegisterAction" if self.plan.arch != "v1model" and who else "action"
+        kind = "RegisterAction" if self.plan.arch != "v1model" and who else \
+            "" if who.startswith("the ingress apply block") else "action"
         who = who or f"dt_{step.name}'s action {action}"
         inputs = self._input_terms(step, reg, lane)
         h, w, eg = self.explain(have, want, m, old, inputs)
         lane_txt = "" if reg.lanes == 1 else f" lane {lane}"
         self.differences.append(
-            f"program.p4: {kind} {who} stores {h} in {reg.name}{lane_txt} where ops.py's {step.role} {op} stores "
+            f"program.p4: {(kind + ' ') if kind else ''}{who} stores {h} in {reg.name}{lane_txt} where ops.py's {step.role} {op} stores "
             f"{w} (dt_{step.name} action {action}; e.g. {eg}: {m.eval(have, model_completion=True)} instead of "
             f"{m.eval(want, model_completion=True)})")
 

@@ -420,13 +420,22 @@ class Executor(TableRun, ParserRun):
 
     _element = "apply"
 
+    def element_name(self, action: Node) -> str:
+        """How a refusal names an action: its own name, or for the statements of an ``apply`` block that
+        p4c's midend moved into a hidden action, the block and the line they start on."""
+        if self.ir.annotation(action, "hidden") is None:
+            return self.ir.user_name(action)
+        body = self.ir.vec(self.ir.get(action["body"])["components"])
+        line = next((self.ir.line(b) for b in body if self.ir.line(b)), None)
+        return "the ingress apply block" + (f" (program.p4 line {line})" if line else "")
+
     def run_action(self, action: Node, args: list[Any], st: State, pc: Any) -> State:
         params = self.ir.vec(self.ir.get(action["parameters"])["parameters"])
         saved_env = {p["name"]: st.env.get(p["name"]) for p in params}
         for p, a in zip(params, args):
             st.env[p["name"]] = fit(a, self.ir.bits(self.ir.resolve_type(p["type"])))
         saved = self._element
-        self._element = self.ir.user_name(action)
+        self._element = self.element_name(action)
         out = self.run(action["body"], st, pc)
         self._element = saved
         for k, v in saved_env.items():
