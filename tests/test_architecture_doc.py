@@ -59,3 +59,15 @@ def test_the_passes_after_the_first_read_the_variant_from_the_fit():
     for p in planner.PASSES[1:]:
         assert "protocols." not in inspect.getsource(p), p.__name__
     assert "protocols." in inspect.getsource(planner.PASSES[0])
+
+
+def test_of_the_planners_modules_only_the_first_pass_imports_the_registry():
+    import ast
+
+    readers = []
+    for path in sorted((ROOT / "p4gen" / "planner").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (
+                    node.module == "protocols" or any(a.name == "protocols" for a in node.names)):
+                readers.append(path.name)
+    assert readers == ["variant.py"]
