@@ -448,3 +448,78 @@ def test_frames_longer_than_a_ring_block_are_counted_and_dropped_and_forwarding_
     assert port["io"] == ("ring" if rings else "socket")
     assert port["rx_oversized"] == 2 and port["rx"] == 3 and final["rx_errors"] == 0
     assert final["stats"]["l2_flood"]["packets"] == 3
+
+
+GARBAGE_CHILD = r"""
+import grpc, sys
+ch = grpc.insecure_channel(sys.argv[1])
+raw = ch.stream_stream("/p4.v1.P4Runtime/StreamChannel", request_serializer=lambda b: b,
+                       response_deserializer=lambda b: b)
+codes = set()
+for _ in range(int(sys.argv[2])):
+    try:
+        list(raw(iter([b"\xff\xff\xff\xff garbage"]), timeout=20))
+    except grpc.RpcError as exc:
+        codes.add(exc.code().name)
+print(",".join(sorted(codes)))
+"""
+
+
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (its Read helper and multiprocessing's tracker)."""
+    out = set()
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.add(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_the_data_plane_and_its_helpers_end_on_a_signal_after_streams_of_garbage(netns, tmp_path, how):
+    """20 StreamChannels carrying garbage, then SIGTERM: the data plane exits 0 within 10 s and its Read
+    helper with it; after SIGKILL the helper ends too.  Before, SIGTERM never ended it (the server's stop
+    waited for the garbage streams' calls forever) and SIGKILL left the helper running."""
+    out = tmp_path / "b"
+    build(make_spec(slots=8), load_target("bmv2"), out, use_cache=False)
+    addr = "127.0.0.1:9561"
+    dp = subprocess.Popen(["ip", "netns", "exec", netns, sys.executable, "-m", "p4gen.switch.dataplane",
+                           "--plan", str(out), "--port", "1=s0", "--p4runtime", addr],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while "forwarding" not in (line := dp.stderr.readline()):
+            assert line and time.monotonic() < deadline, f"the data plane did not start: {line}{dp.stderr.read()}"
+        helpers = set()
+        while not helpers and time.monotonic() < deadline:
+            helpers = _children(dp.pid)
+            time.sleep(0.1)
+        assert helpers, "no Read helper was started"
+        codes = sh("ip", "netns", "exec", netns, sys.executable, "-c", GARBAGE_CHILD, addr, "20").stdout.strip()
+        t0 = time.monotonic()
+        dp.send_signal(getattr(signal, how))
+        try:
+            rc = dp.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - t0
+        while any(_alive(h) for h in helpers) and time.monotonic() < t0 + 15:
+            time.sleep(0.1)
+        left = [h for h in helpers if _alive(h)]
+    finally:
+        if dp.poll() is None:
+            dp.kill()
+            dp.wait()
+    assert rc == (0 if how == "SIGTERM" else -signal.SIGKILL) and took < 10, (rc, took)
+    assert not left, f"helper processes {left} outlived the data plane"
+    assert codes == "INVALID_ARGUMENT"

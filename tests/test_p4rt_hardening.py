@@ -134,6 +134,33 @@ def test_a_stream_that_never_arbitrates_is_closed(builds):
             ch.close()
 
 
+def test_streams_of_garbage_are_refused_and_the_server_still_stops(builds):
+    """20 StreamChannels whose messages are not StreamMessageRequests: each is closed with one line, a
+    controller still arbitrates, and the server stops at once.  Before, gRPC's own failure to parse
+    them left their calls behind and ``stop()`` waited for them forever."""
+    model = SwitchModel(load_build(builds["small"]).plan)
+    server = P4RuntimeServer(model).start()
+    stopped = threading.Event()
+    try:
+        ch = grpc.insecure_channel(server.addr)
+        raw = ch.stream_stream("/p4.v1.P4Runtime/StreamChannel", request_serializer=lambda b: b,
+                               response_deserializer=lambda b: b)
+        calls = [raw(iter([b"\xff\xff\xff\xff garbage", b"\x0a\x05abc"]), timeout=20) for _ in range(20)]
+        for call in calls:
+            err = _rpc_error(lambda: list(call))
+            assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err
+            assert err.details() == "a StreamChannel message of 12 bytes is not a StreamMessageRequest; the stream " \
+                                    "is closed"
+        with connect(server.addr, election_id=3, timeout=10):
+            pass
+        ch.close()
+    finally:
+        t0 = time.monotonic()
+        threading.Thread(target=lambda: (server.stop(), stopped.set()), daemon=True).start()
+        assert stopped.wait(15), "the server did not stop within 15 s"
+    assert time.monotonic() - t0 < 5
+
+
 # ---------------------------------------------------------------- invalid requests
 def test_update_type_99_is_invalid_and_deletes_nothing(pushed):
     model, server, conn, b = pushed

@@ -418,8 +418,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dp.run(args.stats, args.stats_interval, reload)
     finally:
-        if server is not None:
-            server.stop()
+        whole = server is None or server.stop()
+    if not whole:
+        p4rt_server.exit_now(0)
     return 0
 
 

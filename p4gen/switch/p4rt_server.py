@@ -52,9 +52,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
+import time
 from concurrent import futures
 
 import grpc
@@ -82,6 +84,8 @@ MAX_ACTIVE = 4             # Read, Write and pipeline RPCs executing at once
 ADMIT_WAIT = 2.0           # s a request waits for its turn at most (less if its deadline is nearer)
 READ_PIECE = 1000          # entities per ReadResponse
 MAX_READ_ENTITIES = 1 << 18   # entities one Read may select
+STOP_WAIT = 5.0            # s the server waits for its calls, streams and helper to end when it stops
+PR_SET_PDEATHSIG = 1       # <linux/prctl.h>
 
 
 class Gate:
@@ -131,15 +135,27 @@ def _device_config_ok(data: bytes) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("pipelines"), list)
 
 
-def _below_the_packet_path() -> None:
+def _below_the_packet_path(parent: int | None = None) -> None:
     """The helper's CPU priority: the lowest (nice 19), so that on a busy machine building a large answer
-    waits for the packet loop, not the other way round."""
+    waits for the packet loop, not the other way round.  With ``parent`` (the server's pid), the helper
+    also ends when the server's process does, however it ends (``PR_SET_PDEATHSIG``: a SIGKILLed server
+    left its helper running)."""
     import os
 
     try:
         os.nice(19 - os.nice(0))
     except OSError:
         pass
+    if parent is not None:
+        import ctypes
+        import signal
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:          # the server ended before the line above
+            os._exit(0)
 
 
 class ReadEncoder:
@@ -161,7 +177,7 @@ class ReadEncoder:
 
                 try:
                     self._pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
-                                                     initializer=_below_the_packet_path)
+                                                     initializer=_below_the_packet_path, initargs=(os.getpid(),))
                 except (OSError, ValueError):
                     self._broken = True
             return self._pool
@@ -185,11 +201,20 @@ class ReadEncoder:
                     self._broken = True
         return fn(*args)
 
-    def close(self) -> None:
+    def close(self, wait: float = STOP_WAIT) -> None:
+        """Stop the helper: at once if it is idle, after ``wait`` seconds (killed) if it is not."""
         with self._lock:
             pool, self._pool, self._broken = self._pool, None, True
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is None:
+            return
+        procs = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + wait
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+                p.join(1.0)
 
 
 class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
@@ -341,11 +366,18 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
         if not sent:
             yield b""                                    # an empty ReadResponse
 
-    def read_handler(self) -> grpc.GenericRpcHandler:
-        """Read with its answers passed through as the bytes :meth:`Read` yields (already serialized,
-        maybe by the helper process); registered before the generated handlers, so it is the one used."""
-        return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {"Read": grpc.unary_stream_rpc_method_handler(
-            self.Read, request_deserializer=p4runtime_pb2.ReadRequest.FromString, response_serializer=bytes)})
+    def own_handlers(self) -> grpc.GenericRpcHandler:
+        """Registered before the generated handlers, so these are the ones used: Read with its answers
+        passed through as the bytes :meth:`Read` yields (already serialized, maybe by the helper
+        process), and StreamChannel with its requests passed in as bytes, which the stream parses
+        itself (a message that is not a StreamMessageRequest ends that stream with INVALID_ARGUMENT;
+        gRPC's own failure to parse one left the call behind, and the server then never stopped)."""
+        return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {
+            "Read": grpc.unary_stream_rpc_method_handler(
+                self.Read, request_deserializer=p4runtime_pb2.ReadRequest.FromString, response_serializer=bytes),
+            "StreamChannel": grpc.stream_stream_rpc_method_handler(
+                self.StreamChannel, request_deserializer=None,
+                response_serializer=p4runtime_pb2.StreamMessageResponse.SerializeToString)})
 
     # ================================================================ lifecycle
     def join_readers(self, timeout: float = 5.0) -> None:
@@ -377,6 +409,7 @@ class P4RuntimeServer:
         self._max_workers = max_streams + unary_workers
         self._server: grpc.Server | None = None
         self._pool: futures.ThreadPoolExecutor | None = None
+        self._threads = f"p4rt-server-{id(self):x}"       # this server's pool threads' names begin so
         self.port: int | None = None
 
     @property
@@ -389,9 +422,9 @@ class P4RuntimeServer:
         return f"{host}:{self.port}"
 
     def start(self) -> "P4RuntimeServer":
-        self._pool = futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix="p4rt-server")
+        self._pool = futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix=self._threads)
         server = grpc.server(self._pool, options=[("grpc.so_reuseport", 0)])  # a busy port is an error
-        server.add_generic_rpc_handlers((self.servicer.read_handler(),))
+        server.add_generic_rpc_handlers((self.servicer.own_handlers(),))
         p4runtime_pb2_grpc.add_P4RuntimeServicer_to_server(self.servicer, server)
         try:
             port = server.add_insecure_port(self._requested)
@@ -405,14 +438,23 @@ class P4RuntimeServer:
         self._server, self.port = server, port
         return self
 
-    def stop(self, grace: float | None = None) -> None:
-        """Stop serving (in-flight RPCs are cancelled after ``grace`` seconds; None: at once)."""
-        if self._server is not None:
-            self._server.stop(grace).wait()
-            self._server = None
-            self.servicer.join_readers()
-            self.servicer.encoder.close()
-            self._pool.shutdown(wait=True)
+    def stop(self, grace: float | None = None) -> bool:
+        """Stop serving (in-flight RPCs are cancelled after ``grace`` seconds; None: at once), waiting
+        :data:`STOP_WAIT` seconds at most for each part: the calls, the streams' readers and the Read
+        helper (killed if it is still busy).  True when every thread of the server has ended; False when
+        one is stuck (in gRPC), which the process's own exit must then not wait for."""
+        if self._server is None:
+            return True
+        ended = self._server.stop(grace).wait(STOP_WAIT + (grace or 0.0))
+        self._server = None
+        self.servicer.join_readers(STOP_WAIT)
+        self.servicer.encoder.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        threads = [t for t in threading.enumerate() if t.name.startswith(self._threads)]
+        deadline = time.monotonic() + STOP_WAIT
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return ended and not any(t.is_alive() for t in threads)
 
     def wait(self) -> None:
         if self._server is not None:
@@ -460,8 +502,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stop.wait()
     finally:
-        server.stop()
+        whole = server.stop()
+    if not whole:
+        exit_now(0)
     return 0
+
+
+def exit_now(code: int) -> None:
+    """End the process at once with ``code`` (a thread stuck in gRPC would hold up its normal exit)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

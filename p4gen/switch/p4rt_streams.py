@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 
+from google.protobuf.message import DecodeError
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
@@ -89,7 +90,14 @@ class Arbiter:
 
     def _read(self, st: _Stream, request_iterator) -> None:
         try:
-            for req in request_iterator:
+            for raw in request_iterator:
+                try:
+                    req = raw if isinstance(raw, p4runtime_pb2.StreamMessageRequest) else \
+                        p4runtime_pb2.StreamMessageRequest.FromString(raw)
+                except DecodeError:
+                    _put(st, Fail(code_pb2.INVALID_ARGUMENT, f"a StreamChannel message of {len(raw)} bytes is not a "
+                                                             f"StreamMessageRequest; the stream is closed"))
+                    return
                 kind = req.WhichOneof("update")
                 if kind == "arbitration":
                     err = self._arbitrate(st, req.arbitration)
