@@ -1,6 +1,6 @@
-"""Forwarding while a P4Runtime Read runs: frames through the software data plane, timed, during one Read.
+"""Forwarding while a P4Runtime Read or Write runs: frames through the software data plane, timed, during it.
 
-    python read_gap.py BUILD_DIR JOB_TOML ADDR     (inside the test's network namespace)
+    python read_gap.py BUILD_DIR JOB_TOML ADDR [--write N]     (inside the test's network namespace)
 
 The data plane serves P4Runtime on ADDR and forwards between ports 1 (``s0``) and 2 (``s1``).  This
 script pushes the build, sets up the job, writes a few registers, then starts a sender on ``w0``
@@ -10,7 +10,8 @@ switch to port 2) and a receiver that taps the frames as they enter the switch (
 plan with one Read (this process, which decodes the answer as a controller would, runs at the lowest
 CPU priority: a controller is not on the switch's cores).  It prints, as JSON: the entities read and
 whether the written values came back, the Read's start and end, and for every frame received the kernel's timestamps (SO_TIMESTAMPNS,
-the wall clock) of it entering and leaving the switch.
+the wall clock) of it entering and leaving the switch.  With ``--write N`` it sends one Write of N register
+updates instead of the Read (and reads the registers back afterwards, outside the timed part).
 """
 
 from __future__ import annotations
@@ -88,7 +89,50 @@ def receiver(stop, out) -> None:
     out.put([(seq, seen_in[seq], t) for seq, t in got if seq in seen_in])
 
 
-def main(build_dir: str, job_file: str, addr: str) -> dict:
+def register_updates(regs, n: int, value_of) -> tuple[list, dict]:
+    """``n`` MODIFY updates spread over the register arrays ``regs`` (value ``value_of(k)`` for the k-th),
+    and what each (register id, index) then holds."""
+    from p4.v1 import p4runtime_pb2
+
+    from p4gen.controller.entities import update
+
+    ups, want = [], {}
+    k = 0
+    while len(ups) < n:
+        for r in regs:
+            if len(ups) == n:
+                break
+            index = (k // len(regs)) % r.entries
+            value = value_of(k) & ((1 << r.lane_bits) - 1)
+            e = p4runtime_pb2.Entity()
+            e.register_entry.register_id = r.id
+            e.register_entry.index.index = index
+            e.register_entry.data.bitstring = value.to_bytes((value.bit_length() + 7) // 8 or 1, "big")
+            ups.append(update(p4runtime_pb2.Update.MODIFY, e))
+            want[(r.id, index)] = value
+            k += 1
+    return ups, want
+
+
+def l2_updates(e, n: int, entries: int) -> tuple[list, list, dict]:
+    """``entries`` l2_forward INSERTs, then ``n`` MODIFYs cycling over them (the port alternating), and what
+    each MAC then forwards to."""
+    from p4.v1 import p4runtime_pb2
+
+    from p4gen.controller.entities import update
+
+    inserts = [update(p4runtime_pb2.Update.INSERT, e.table_entry("l2_forward", {"dst_addr": 0x020000200000 + i},
+                                                                  "l2_unicast", {"port": 1})) for i in range(entries)]
+    mods, want = [], {}
+    for k in range(n):
+        i, port = k % entries, 1 + (k // entries) % 2
+        mods.append(update(p4runtime_pb2.Update.MODIFY, e.table_entry("l2_forward", {"dst_addr": 0x020000200000 + i},
+                                                                       "l2_unicast", {"port": port})))
+        want[0x020000200000 + i] = port
+    return inserts, mods, want
+
+
+def main(build_dir: str, job_file: str, addr: str, writes: int = 0, kind: str = "registers") -> dict:
     from p4.v1 import p4runtime_pb2
 
     from p4gen.controller.client import connect
@@ -121,12 +165,38 @@ def main(build_dir: str, job_file: str, addr: str) -> dict:
     for p in procs[::-1]:
         p.start()
     time.sleep(1.5)                                   # frames flowing before the Read
-    with connect(addr, timeout=600, election_id=2) as conn:
-        wild = p4runtime_pb2.Entity()
-        wild.register_entry.register_id = 0
-        t0 = time.time()
-        ents = conn.read([wild])
-        t1 = time.time()
+    wild = p4runtime_pb2.Entity()
+    wild.register_entry.register_id = 0
+    if writes and kind == "l2":
+        from p4gen.controller.entities import PlanEntities
+
+        inserts, ups, want = l2_updates(PlanEntities(build.plan), writes, 1000)
+        with connect(addr, timeout=600, election_id=2) as conn:
+            conn.write(inserts)
+            t0 = time.time()
+            conn.write(ups)
+            t1 = time.time()
+            t = p4runtime_pb2.Entity()
+            t.table_entry.table_id = build.plan.table("l2_forward").id
+            held = {int.from_bytes(x.table_entry.match[0].exact.value, "big"):
+                   int.from_bytes(x.table_entry.action.action.params[0].value, "big") for x in conn.read([t])}
+        ents = []
+        marks = {}
+        ok = all(held.get(m) == p for m, p in want.items())
+    elif writes:
+        # scalar registers only: a value register's entry holds lanes, written whole by the ops
+        ups, want = register_updates([r for r in regs if r.lanes == 1], writes, lambda k: 3 * k + 1)
+        with connect(addr, timeout=600, election_id=2) as conn:
+            t0 = time.time()
+            conn.write(ups)
+            t1 = time.time()
+            ents = conn.read([wild])
+        marks = want
+    else:
+        with connect(addr, timeout=600, election_id=2) as conn:
+            t0 = time.time()
+            ents = conn.read([wild])
+            t1 = time.time()
     time.sleep(1.0)
     stop.set()
     got = results.get(timeout=30)
@@ -134,10 +204,13 @@ def main(build_dir: str, job_file: str, addr: str) -> dict:
         p.join(10)
     back = {(e.register_entry.register_id, e.register_entry.index.index): int.from_bytes(e.register_entry.data.bitstring,
                                                                                         "big") for e in ents}
+    if writes and kind == "l2":
+        return {"entities": 0, "distinct": 0, "marks": ok, "zeros": 0, "read": [t0, t1], "frames": got}
     return {"entities": len(ents), "distinct": len(back), "marks": all(back.get(k) == v for k, v in marks.items()),
             "zeros": sum(1 for k, v in back.items() if v == 0 and k not in marks),
             "read": [t0, t1], "frames": got}
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:4])))
+    n = int(sys.argv[5]) if len(sys.argv) > 5 and sys.argv[4] == "--write" else 0
+    print(json.dumps(main(*sys.argv[1:4], writes=n, kind=sys.argv[6] if len(sys.argv) > 6 else "registers")))

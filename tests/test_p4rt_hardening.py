@@ -161,6 +161,33 @@ def test_streams_of_garbage_are_refused_and_the_server_still_stops(builds):
     assert time.monotonic() - t0 < 5
 
 
+def test_a_write_of_garbage_is_invalid_and_a_write_is_read_update_by_update(pushed):
+    """The server takes a WriteRequest's updates as bytes and parses one at a time (p4rt_common.split_write):
+    garbage is INVALID_ARGUMENT with one line, an update that is not an Update fails alone."""
+    from p4gen.switch.p4rt_common import Fail, split_write
+
+    model, server, conn, b = pushed
+    e = PlanEntities(b.plan)
+    req = _write_request(conn, [update(INSERT, _l2(e, i)) for i in range(3)])
+    req.atomicity = p4runtime_pb2.WriteRequest.CONTINUE_ON_ERROR
+    head, ups = split_write(req.SerializeToString())
+    assert (head.device_id, head.election_id, len(head.updates)) == (req.device_id, req.election_id, 0)
+    assert [p4runtime_pb2.Update.FromString(u) for u in ups] == list(req.updates)
+    with pytest.raises(Fail) as err:
+        split_write(b"\x22\xff\xff")
+    assert err.value.message == "the WriteRequest (3 bytes) is not valid protobuf: a varint runs past the message"
+    ch = grpc.insecure_channel(server.addr)
+    raw = ch.unary_unary("/p4.v1.P4Runtime/Write", request_serializer=lambda x: x, response_deserializer=lambda x: x)
+    exc = _rpc_error(raw, b"\x0f\x00", timeout=5)
+    assert exc.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert exc.details() == "the WriteRequest (2 bytes) is not valid protobuf: wire type 7 has no place in a WriteRequest"
+    bad = _write_request(conn, [update(INSERT, _l2(e, 7))]).SerializeToString() + b"\x22\x02\xff\xff"
+    exc = _rpc_error(raw, bad, timeout=5)
+    assert exc.code() == grpc.StatusCode.UNKNOWN and exc.details() == "1 of 2 updates failed"
+    assert model.state.holds("l2_forward", {"dst_addr": 0x020000100007})
+    ch.close()
+
+
 # ---------------------------------------------------------------- invalid requests
 def test_update_type_99_is_invalid_and_deletes_nothing(pushed):
     model, server, conn, b = pushed

@@ -166,3 +166,83 @@ def test_the_facade_forwards_to_its_parts():
     assert m.groups is m.state.groups and m.stat_names is m.state.stat_names
     m.entry_trace = []
     assert m.program.entry_trace == []
+
+
+def test_a_turn_lock_serves_the_waiting_thread_before_the_one_that_just_released_it():
+    """The lock the packet loop and the P4Runtime server share hands itself to the thread that waited: a
+    Write that releases it and asks again at once comes after the packet loop (a plain lock lets it take
+    the lock straight back, so a long Write kept the packet loop waiting for seconds)."""
+    import threading
+    import time
+
+    from p4gen.switch.turns import TurnLock
+
+    lock, order, queued = TurnLock(), [], threading.Event()
+    lock.acquire()
+
+    def packet_loop():
+        queued.set()
+        with lock:
+            order.append("packets")
+
+    t = threading.Thread(target=packet_loop)
+    t.start()
+    queued.wait()
+    time.sleep(0.05)                          # the packet loop waits in the lock's queue
+    lock.release()
+    with lock:                                # the writer asks again at once
+        with lock:                            # (reentrant)
+            order.append("write")
+    t.join()
+    assert order == ["packets", "write"]
+    lock.acquire()
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(lock.acquire(timeout=0.05)))
+    waiter.start()
+    waiter.join()
+    lock.release()
+    assert got == [False] and lock.acquire(blocking=False)
+    lock.release()
+    with pytest.raises(RuntimeError):
+        lock.release()
+
+
+def test_a_run_of_table_changes_rebuilds_the_batch_paths_arrays_once_and_batches_stay_exact():
+    """Inside ``SwitchState.deferred`` a change of the workers table only marks the batch path's arrays
+    stale (batches then look frames up one by one); at the end they are rebuilt once, and batches give
+    what a model configured at once gives."""
+    import numpy as np
+
+    from p4gen.host import packet as P
+    from p4gen.planner import make_plan
+    from p4gen.spec import make_spec
+    from p4gen.switch.model import WorkerAddr, job_config
+    from p4gen.switch.turns import TurnLock
+    from p4gen.target import load_target
+    from p4gen.wire import FrameLayout
+
+    plan = make_plan(make_spec(slots=16, elements_per_packet=8, max_workers=8), load_target("bmv2"))
+    addrs = [WorkerAddr(1 + i, 0x020000000100 + i, 0x0A000001 + i, 41000 + i) for i in range(8)]
+    cfg = job_config(plan, 1, addrs, slot_count=16)
+    lookup = None
+    a, b = SwitchModel(plan), SwitchModel(plan)
+    a.load_config(cfg)
+    builds = []
+    lookup = next(v for v in vars(b.batch_path).values() if isinstance(v, batch_workers.WorkerLookup))
+    real = lookup._compute
+    lookup._compute = lambda items: builds.append(len(items)) or real(items)
+    with b.state.deferred(TurnLock()):
+        for g, reps in cfg["groups"].items():
+            b.state.set_group(int(g), reps)
+        for table, entries in cfg["tables"].items():
+            for e in entries:
+                b.state.insert(table, e["match"], e["action"], e["params"])
+            assert table != "workers" or not lookup.usable
+    assert builds == [8] and lookup.usable
+    layout = FrameLayout(plan)
+    switch = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
+    frames = [(P.contribution_frame(layout, P.Endpoint(w.mac, w.ip, w.udp_port), switch, job=1, tsi=s, pool_index=s,
+                                    exponent=0, values=np.arange(8) + w.port), w.port)
+              for s in range(4) for w in addrs]
+    assert b.process_batch(frames) == a.process_batch(frames)
+    assert b.stats == a.stats and b.stats["multicast"] == 4

@@ -15,10 +15,11 @@ class WorkerLookup:
     """The ``workers`` table of a :class:`.SwitchState` as sorted arrays, for the batch path.
 
     Interface: :meth:`lookup` (the entries of a batch of frames) and
-    :attr:`usable` (False while two entries' key hashes collide: then batches
-    cannot be looked up this way).  The arrays are rebuilt on every change of
-    the table (:meth:`.SwitchState.subscribe`), so the control plane's write
-    pays for it and no batch does.
+    :attr:`usable` (False while two entries' key hashes collide, or while a
+    run of many changes goes on: then batches cannot be looked up this way).
+    The arrays are rebuilt on every change of the table, or once after a run
+    of changes (:meth:`.SwitchState.subscribe`, :meth:`.SwitchState.deferred`),
+    so the control plane's write pays for it and no batch does.
     """
 
     def __init__(self, layout: FrameLayout, fields: FrameFields, records: FrameRecords, state: SwitchState):
@@ -39,19 +40,40 @@ class WorkerLookup:
             kb.extend(range(o_, o_ + layout.unit_sizes[s_.index]))
         if kb is not None and len(kb) <= 7:
             self._kx = (np.array(kb, dtype=np.int64), 8 - len(kb), [layout.unit_sizes[s_.index] for s_ in self._key_sub])
+        self._state = state
         self._build()
-        state.subscribe("workers", self._build)
+        state.subscribe("workers", self)
 
     def _build(self) -> None:
-        """The workers table as sorted key hashes and per-entry parameter columns."""
-        keys, params = [], []
-        for key, val in self._entries.items():
-            keys.append(key)
-            params.append(val)
-        if not keys:
+        self._vw, self._vx, self.usable = self._compute(list(self._entries.items()))
+
+    # -- as a subscriber of the table (SwitchState.subscribe)
+    def changed(self, deferred: bool) -> None:
+        """The table changed: rebuild now, or (one change of many) stop using the arrays until
+        :meth:`refresh` (batches then look each frame up in the table's dict)."""
+        if deferred:
+            self.usable = False
             self._vw = self._vx = None
-            self.usable = True
-            return
+        else:
+            self._build()
+
+    def refresh(self, lock) -> None:
+        """Rebuild after many changes: the table copied under ``lock``, the arrays built outside it,
+        installed under it unless the table changed meanwhile (its next change rebuilds them)."""
+        with lock:
+            items, version = list(self._entries.items()), self._state.version["workers"]
+        built = self._compute(items)
+        with lock:
+            if self._state.version["workers"] == version:
+                self._vw, self._vx, self.usable = built
+
+    def _compute(self, items: list) -> tuple:
+        """(hashed arrays, exact arrays, usable) of the workers table's ``items``: its keys as sorted hashes
+        with per-entry parameter columns, and as sorted exact keys where they fit 8 bytes."""
+        keys = [k for k, _v in items]
+        params = [v for _k, v in items]
+        if not keys:
+            return None, None, True
         kcols = np.array(keys, dtype=np.uint64).reshape(len(keys), self._nkey)
         h = np.zeros(len(keys), dtype=np.uint64)
         for c in range(kcols.shape[1]):
@@ -59,18 +81,14 @@ class WorkerLookup:
         srt = np.argsort(h, kind="stable")
         hs = h[srt]
         if len(hs) > 1 and np.any(hs[1:] == hs[:-1]):      # a hash collision between entries: no vector lookup
-            self._vw = False
-            self._vx = None
-            self.usable = False
-            return
+            return False, None, False
         known0 = np.array([p is not None for p in params], dtype=bool)
         pv0 = np.array([p if p is not None else (0,) * 7 for p in params], dtype=np.int64).reshape(len(keys), 7)
         # an eighth column: the mask when the word is 0 (what a one-word bitmap step reads), else 0
         pv0 = np.concatenate([pv0, np.where(pv0[:, 1] == 0, pv0[:, 2], 0)[:, None]], axis=1)
         known, pv = known0[srt], pv0[srt]
         # exact keys: the ingress port's bytes then the key fields' bytes as on the wire, one uint64
-        self._vx = None
-        self.usable = True
+        vx = None
         kx = self._kx
         if kx is not None:
             _kb, kport, sizes = kx
@@ -82,8 +100,8 @@ class WorkerLookup:
                 ex = None
             if ex is not None:
                 s2 = np.argsort(ex, kind="stable")
-                self._vx = (ex[s2], known0[s2], pv0[s2])
-        self._vw = (hs, kcols[srt], known, pv)
+                vx = (ex[s2], known0[s2], pv0[s2])
+        return (hs, kcols[srt], known, pv), vx, True
 
     def _key_col(self, sub, s) -> np.ndarray:
         u = sub[f"u{s.index}"]

@@ -45,7 +45,6 @@ import json
 import select
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -57,6 +56,7 @@ from ..netio.frames import open_port
 from ..netio.heap import retain_freed_memory
 from ..netio.rings import TxFlusher
 from .model import SwitchModel
+from .turns import TurnLock
 from ..plan import Plan
 from ..wire import FrameLayout
 
@@ -101,7 +101,7 @@ class DataPlane:
         self.model = model
         # held around every model access, so a control plane in another thread (the P4Runtime
         # server) never interleaves with a packet
-        self.lock = lock if lock is not None else threading.RLock()
+        self.lock = lock if lock is not None else TurnLock()
         self.ports = dict(ports)
         self.io: dict[int, Any] = {}
         self.rx = {p: 0 for p in ports}
@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="read and send one frame per system call instead of through packet rings")
     args = ap.parse_args(argv)
     server = None
-    lock = threading.RLock()
+    lock = TurnLock()
     try:
         ports = dict(parse_port(p) for p in args.port)
         addr = parse_addr(args.p4runtime) if args.p4runtime else None

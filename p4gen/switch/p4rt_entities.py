@@ -39,13 +39,14 @@ class EntityStore:
         self._registers = {r.id: r for r in plan.registers}
         self._action_ids = {a.name: a.id for a in plan.actions}
 
-    def clear(self) -> None:
-        """Empty tables and groups, zero counters and registers (a fresh pipeline)."""
+    def clear(self, lock) -> None:
+        """Empty tables and groups, zero counters and registers (a fresh pipeline); ``lock`` is held."""
         m = self.model
-        for t in self.plan.tables:
-            if not t.const:
-                for e in m.read(t.name):
-                    m.delete(t.name, e["match"])
+        with m.state.deferred(lock):
+            for t in self.plan.tables:
+                if not t.const:
+                    for e in m.read(t.name):
+                        m.delete(t.name, e["match"])
         for mgid in list(m.groups):
             m.delete_group(mgid)
         m.counter_reset()

@@ -70,9 +70,10 @@ from ..p4runtime.compare import p4info_diff
 from ..p4runtime.status import STATUS_DETAILS_KEY
 from .model import SwitchModel
 from .p4rt_common import (API_VERSION, ATOMICITIES, GET, GET_TYPES, GRPC_CODE, INDEX_SPACE, SET, SET_ACTIONS, WRITE,
-                          Fail, RpcStatus, ServerError, check_enum)
+                          Fail, RpcStatus, ServerError, check_enum, parse_update, split_write)
 from .p4rt_entities import EntityStore
 from .p4rt_streams import Arbiter
+from .turns import TurnLock
 
 __all__ = ["P4RuntimeServer", "P4RuntimeServicer", "ServerError", "serve", "MAX_DETAILS", "INDEX_SPACE"]
 
@@ -225,7 +226,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
                  arbitration_wait: float = 30.0):
         self.model = model
         self.plan = model.plan
-        self.lock = lock if lock is not None else threading.RLock()
+        self.lock = lock if lock is not None else TurnLock()
         self.device_id = device_id
         self.p4info = build_p4info(self.plan)
         self.store = EntityStore(model)
@@ -289,7 +290,7 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def _commit(self, config, clear: bool) -> None:
         """Install ``config`` (lock held); a fresh commit starts from empty tables and zeroed state."""
         if clear:
-            self.store.clear()
+            self.store.clear(self.lock)
         self._config = p4runtime_pb2.ForwardingPipelineConfig()
         self._config.CopyFrom(config)
 
@@ -318,6 +319,8 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def Write(self, request, context):
         results: list[Fail | None] = []
         try:
+            # the updates stay bytes until each is applied (split_write: what a large Write costs the collector)
+            request, updates = split_write(request if isinstance(request, bytes) else request.SerializeToString())
             self.arbiter.check_writer(request.device_id, request.election_id, "Write")
             check_enum(request.atomicity, ATOMICITIES, "atomicity", WRITE.Atomicity)
             if request.atomicity != WRITE.CONTINUE_ON_ERROR:
@@ -327,15 +330,19 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
             with self.gate.admit(context, "Write"):
                 with self.lock:
                     self._check_pipeline()
-                for k, up in enumerate(request.updates):
-                    if k % 64 == 0:
-                        self.gate.check(context, f"Write of {len(request.updates)} updates, after {k}")
-                    try:
-                        with self.lock:              # one update at a time: the packet path runs between them
-                            self.store.write(up)
-                        results.append(None)
-                    except Fail as f:
-                        results.append(f)
+                # one update at a time (the lock serves waiting threads in turn: the packet path runs between
+                # two updates); the batch path's arrays of a changed table are rebuilt once, at the end
+                with self.model.state.deferred(self.lock):
+                    for k, raw in enumerate(updates):
+                        if k % 64 == 0:
+                            self.gate.check(context, f"Write of {len(updates)} updates, after {k}")
+                        try:
+                            up = parse_update(raw)
+                            with self.lock:
+                                self.store.write(up)
+                            results.append(None)
+                        except Fail as f:
+                            results.append(f)
         except Fail as f:
             self._abort(context, f)
         failed = [(i, r) for i, r in enumerate(results) if r is not None]
@@ -369,12 +376,15 @@ class P4RuntimeServicer(p4runtime_pb2_grpc.P4RuntimeServicer):
     def own_handlers(self) -> grpc.GenericRpcHandler:
         """Registered before the generated handlers, so these are the ones used: Read with its answers
         passed through as the bytes :meth:`Read` yields (already serialized, maybe by the helper
-        process), and StreamChannel with its requests passed in as bytes, which the stream parses
+        process), Write with its request as bytes (:func:`.p4rt_common.split_write`), and StreamChannel with its requests passed in as bytes, which the stream parses
         itself (a message that is not a StreamMessageRequest ends that stream with INVALID_ARGUMENT;
         gRPC's own failure to parse one left the call behind, and the server then never stopped)."""
         return grpc.method_handlers_generic_handler("p4.v1.P4Runtime", {
             "Read": grpc.unary_stream_rpc_method_handler(
                 self.Read, request_deserializer=p4runtime_pb2.ReadRequest.FromString, response_serializer=bytes),
+            "Write": grpc.unary_unary_rpc_method_handler(
+                self.Write, request_deserializer=None,
+                response_serializer=p4runtime_pb2.WriteResponse.SerializeToString),
             "StreamChannel": grpc.stream_stream_rpc_method_handler(
                 self.StreamChannel, request_deserializer=None,
                 response_serializer=p4runtime_pb2.StreamMessageResponse.SerializeToString)})

@@ -10,6 +10,7 @@ asked and what the plan has.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -57,12 +58,6 @@ def _to_int(value: Any, what: str) -> int:
     raise ModelError(f"{what}={value!r} is not an integer, MAC or IPv4 address")
 
 
-def _replace(d: dict, new: dict) -> None:
-    """Make ``d`` hold what ``new`` holds, keeping the dict object (the packet paths hold it)."""
-    d.clear()
-    d.update(new)
-
-
 class SwitchState:
     """Registers, tables, multicast groups, counters and config of one Plan: what a P4Runtime server reads
     and writes.
@@ -87,10 +82,10 @@ class SwitchState:
       -> egress port or None), ``result_dst`` (rid -> (MAC bytes, IPv4, UDP
       port) or None); ``groups`` (mgid -> [(egress port, rid)]);
     * ``version[table]``: how often each table has changed, so a cache built
-      from a table knows when to rebuild; :meth:`subscribe` has a callback
-      called after every change of a table instead (for a derived form the
-      packet path must find up to date, rebuilt by the control plane's
-      write rather than by the next packet).
+      from a table knows when to rebuild; :meth:`subscribe` tells a subscriber
+      of every change of a table instead (for a derived form the packet path
+      must find up to date, rebuilt by the control plane's write rather than
+      by the next packet; :meth:`deferred` rebuilds it once for many changes).
     """
 
     def __init__(self, plan, layout):
@@ -214,12 +209,17 @@ class SwitchState:
         self.l2: dict[bytes, int | None] = {}
         self.result_dst: dict[int, tuple | None] = {}
         self.version = {name: 0 for name in self._tables}
-        self._listeners: dict[str, list] = {name: [] for name in self._tables}
+        self._subscribers: dict[str, list] = {name: [] for name in self._tables}
+        self._deferring = 0
+        self._stale: set[str] = set()
 
-    def subscribe(self, table: str, callback) -> None:
-        """Call ``callback()`` after every change of ``table``'s entries (once its look-up dict is up to date)."""
+    def subscribe(self, table: str, subscriber) -> None:
+        """Tell ``subscriber`` (a derived form of ``table``) of every change of the table's entries, once its
+        look-up dict is up to date: ``subscriber.changed(deferred)``, where ``deferred`` says that the change
+        is part of a :meth:`deferred` run (only mark the form stale then), and ``subscriber.refresh(lock)``
+        at the end of such a run."""
         self._table(table)
-        self._listeners[table].append(callback)
+        self._subscribers[table].append(subscriber)
 
     def _table(self, name: str) -> _Table:
         try:
@@ -271,7 +271,7 @@ class SwitchState:
         if len(t.entries) >= t.spec.size:
             raise ModelError(f"table {table} is full ({t.spec.size} entries)")
         t.entries[key] = (action, val)
-        self._sync(table)
+        self._sync(table, key)
 
     def modify(self, table: str, match: Mapping[str, Any], action: str, params: Mapping[str, Any] | None = None) -> None:
         t = self._table(table)
@@ -281,7 +281,7 @@ class SwitchState:
             raise ModelError(f"table {table} holds no entry for {dict(match)}")
         self._check_entry(table, action, val)
         t.entries[key] = (action, val)
-        self._sync(table)
+        self._sync(table, key)
 
     def delete(self, table: str, match: Mapping[str, Any]) -> None:
         t = self._table(table)
@@ -289,7 +289,7 @@ class SwitchState:
         if key not in t.entries:
             raise ModelError(f"table {table} holds no entry for {dict(match)}")
         del t.entries[key]
-        self._sync(table)
+        self._sync(table, key)
 
     def holds(self, table: str, match: Mapping[str, Any]) -> bool:
         """Whether ``table`` has an entry for ``match`` (without listing the table)."""
@@ -332,34 +332,53 @@ class SwitchState:
             if q["num_workers"] < 1:
                 raise ModelError("set_worker num_workers must be at least 1")
 
-    def _sync(self, table: str) -> None:
-        """Rebuild the per-packet lookup dict of one table from its entries (in place), count the change and
-        tell the table's subscribers."""
+    def _sync(self, table: str, key: tuple) -> None:
+        """Bring the per-packet look-up dict of one table up to date for the entry of ``key`` (in place:
+        one entry, so a change costs the same however full the table is), count the change and tell the
+        table's subscribers."""
         t = self._tables[table]
         self.version[table] += 1
+        entry = t.entries.get(key)
         if table == "workers":
-            order = self._wkey_order
-            fast = {}
-            for key, (action, val) in t.entries.items():
-                fast[tuple(key[i] for i in order)] = (self._args(table, action, val, WORKER_ARGS)
-                                                      if action == "set_worker" else None)
-            _replace(self.workers, fast)
+            fast, k = self.workers, tuple(key[i] for i in self._wkey_order)
             self._worker_ports = None
+            value = None if entry is None or entry[0] != "set_worker" else self._args(table, *entry, WORKER_ARGS)
         elif table == "l2_forward":
-            _replace(self.l2, {key[0].to_bytes(6, "big"): (self._args(table, action, val, L2_ARGS)[0]
-                                                            if action == "l2_unicast" else None)
-                               for key, (action, val) in t.entries.items()})
-        elif table == "result_dst":
-            fast = {}
-            for key, (action, val) in t.entries.items():
-                if action == "set_result_dst":
-                    mac, ip, port = self._args(table, action, val, RESULT_DST_ARGS)
-                    fast[key[0]] = (mac.to_bytes(6, "big"), ip, port)
-                else:
-                    fast[key[0]] = None
-            _replace(self.result_dst, fast)
-        for callback in self._listeners[table]:
-            callback()
+            fast, k = self.l2, key[0].to_bytes(6, "big")
+            value = None if entry is None or entry[0] != "l2_unicast" else self._args(table, *entry, L2_ARGS)[0]
+        else:
+            fast, k = self.result_dst, key[0]
+            value = None
+            if entry is not None and entry[0] == "set_result_dst":
+                mac, ip, port = self._args(table, *entry, RESULT_DST_ARGS)
+                value = (mac.to_bytes(6, "big"), ip, port)
+        if entry is None:
+            fast.pop(k, None)
+        else:
+            fast[k] = value
+        deferred = self._deferring > 0
+        if deferred:
+            self._stale.add(table)
+        for sub in self._subscribers[table]:
+            sub.changed(deferred)
+
+    @contextlib.contextmanager
+    def deferred(self, lock):
+        """Changes made inside tell each subscriber only that its form of the table is stale
+        (``changed(True)``: it must not be used until it is rebuilt); at the end each subscriber of a
+        changed table rebuilds once (``refresh(lock)``, which takes ``lock`` only to copy the table and
+        to install what it built).  A P4Runtime Write of many entries runs inside, so it pays one rebuild,
+        not one per entry, and holds the lock for one entry at a time."""
+        self._deferring += 1
+        try:
+            yield
+        finally:
+            self._deferring -= 1
+            if not self._deferring:
+                stale, self._stale = self._stale, set()
+                for table in stale:
+                    for sub in self._subscribers[table]:
+                        sub.refresh(lock)
 
     # -- multicast groups
     def set_group(self, mgid: int, replicas: Iterable[tuple[int, int]]) -> None:

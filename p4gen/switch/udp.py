@@ -32,6 +32,7 @@ from ..errors import P4genError
 from ..plan import Plan
 from ..wire import ETHERTYPE_IPV4, IPPROTO_UDP, fix_ipv4_checksum
 from .model import SwitchModel
+from .turns import TurnLock
 
 DEFAULT_PORT = 0xBEE0
 _BATCH = 256
@@ -57,7 +58,7 @@ class UdpSwitch:
 
     def __init__(self, model: SwitchModel, addr: tuple[str, int] = ("127.0.0.1", DEFAULT_PORT), lock=None):
         self.model = model
-        self.lock = lock if lock is not None else threading.RLock()
+        self.lock = lock if lock is not None else TurnLock()
         L = model.layout
         self._hoff = L.headers["agg"].offset
         self._eth, self._ip4, self._udp = (L.headers[n] for n in ("ethernet", "ipv4", "udp"))
@@ -165,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.config and not args.p4runtime:
         ap.error("give --config CFG.json or --p4runtime HOST:PORT: without either the switch has no workers "
                  "table and drops every datagram")
-    lock = threading.RLock()
+    lock = TurnLock()
     server = None
     try:
         model = SwitchModel(Plan.load(args.plan))
