@@ -15,11 +15,12 @@ renames):
   its names that is a directory or a symlink is refused, not replaced.
 * A directory p4gen did not create (no marker) that is not empty is refused unless ``force`` is
   given; with ``force`` only p4gen's names are written.
-* Staged commit (:class:`p4gen.filewrite.Commit`): every new file is first written beside its
+* Staged commit (:class:`p4gen.filecommit.Commit`): every new file is first written beside its
   final name as a hidden temporary file; only when all of them are complete are they renamed into
   place, each file they replace kept as a hard link until every rename has succeeded.  A failure
   at any step restores every name and removes the temporaries and any directory this build
-  created, so the destination is exactly as it was.
+  created, so the destination is exactly as it was.  A kill at any step leaves the commit's journal,
+  which readers refuse (:meth:`p4gen.plan.Plan.load`) and the next build completes or undoes first.
 * Two builds into one directory take turns: each holds an ``flock`` on the directory from its
   checks to its last rename.
 * :func:`write_outputs` with several directories (a multi-target build) is all or nothing: all are
@@ -35,7 +36,8 @@ import stat
 from pathlib import Path
 
 from .errors import OutputError
-from .filewrite import Commit, Directory
+from .filecommit import Commit, recover
+from .filewrite import Directory
 
 MARKER = ".p4gen-build.json"
 PROGRAM = "program.p4"
@@ -126,6 +128,7 @@ def check(path: str | Path, force: bool, names=OUTPUTS) -> Path:
         return real
     with Directory(real, WHAT, OutputError, create=False, shown=str(path)) as d:
         d.lock(LOCK_WAIT, _busy(str(path)))            # a build committing meanwhile is seen whole
+        recover(d)                                     # a build a kill interrupted: completed or undone
         _check_open(d, str(path), force, names)
     return real
 
@@ -146,18 +149,21 @@ class _Stage:
         """Open (making missing directories), lock, check again, stage every file as a temporary."""
         self.d = Directory(self.real, WHAT, OutputError, shown=self.shown)
         self.d.lock(LOCK_WAIT, _busy(self.shown))
-        previous = _check_open(self.d, self.shown, self.force, self.files)   # now no other build interferes
+        recover(self.d)                                                      # now no other build interferes
+        previous = _check_open(self.d, self.shown, self.force, self.files)
         stale = sorted(n for n, digest in previous.items() if n not in self.files and self._still_ours(n, digest))
         self.commit_ = Commit(self.d, self.files, remove=stale)
-        self.commit_.prepare()
+        self.commit_.prepare(self._order())
 
     def _still_ours(self, name: str, digest: str) -> bool:
         data = self.d.read(name)
         return data is not None and _sha(data) == digest
 
+    def _order(self) -> list[str]:
+        return sorted(n for n in self.files if n != MARKER) + ([MARKER] if MARKER in self.files else [])
+
     def commit(self) -> None:
-        order = sorted(n for n in self.files if n != MARKER) + ([MARKER] if MARKER in self.files else [])
-        self.commit_.commit(order)
+        self.commit_.commit(self._order())
 
     def rollback(self) -> None:
         if self.d is None:

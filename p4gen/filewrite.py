@@ -14,8 +14,10 @@ and results, and benchmark records are all written here, so the same rules hold 
 * New content goes into a temporary file created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``,
   a random name) and is renamed over the name: a reader sees the old file or the new one, and the
   other hard links of a replaced file keep their contents.
-* Only files this process created (its temporaries; the names a :class:`Commit` put in place) are
-  ever removed; a failed :class:`Commit` puts every name back as it was.
+* Only files p4gen wrote are ever removed: this process's temporaries, the names a
+  :class:`p4gen.filecommit.Commit` put in place, and the temporaries a killed p4gen left beside a
+  name it writes again (when their content carries its kind's proof, :meth:`Directory.sweep`); a failed
+  or interrupted commit puts every name back as it was, or completes (:mod:`p4gen.filecommit`).
 * :func:`private_dir` makes, or checks, a directory that only its owner can enter (mode 0700): the
   testbed keeps its plans and work directories in one, never under a fixed name others can plant.
 
@@ -37,6 +39,11 @@ STAMP = "p4gen-digest: "
 JSON_DIGEST = "p4gen_digest"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = b"p4gen-digest"
+
+
+def temp_prefix(name: str) -> str:
+    """How the hidden temporaries p4gen writes beside ``name`` begin (then 12 hex digits)."""
+    return f".{name}.p4gen-"
 
 
 def sha256_hex(data: bytes) -> str:
@@ -268,27 +275,48 @@ class Directory:
         """A new hidden file beside ``name`` holding ``data`` (created exclusively); its name."""
         self._plain(name)
         for _ in range(100):
-            tmp = f".{name}.p4gen-{os.urandom(6).hex()}"
-            try:
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
-                             dir_fd=self.fd)
-                break
-            except FileExistsError:
-                continue                              # someone else's file of that name: left alone
-            except OSError as exc:
-                raise self.error(f"cannot write into {self.what} {self.shown!r}: {_why(exc)}") from None
-        else:
-            raise self.error(f"cannot write into {self.what} {self.shown!r}: no free temporary name")
+            tmp = f"{temp_prefix(name)}{os.urandom(6).hex()}"
+            if self.create(tmp, data, mode, taken_ok=True):
+                return tmp                                # else someone else's file of that name: left alone
+        raise self.error(f"cannot write into {self.what} {self.shown!r}: no free temporary name")
+
+    def create(self, name: str, data: bytes, mode: int = 0o644, *, taken_ok: bool = False) -> bool:
+        """Create ``name`` holding ``data``, exclusively (never over anything, never through a symlink).
+        False when the name is taken and ``taken_ok``; otherwise a taken name is one-line ``error``."""
+        try:
+            fd = os.open(self._plain(name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         mode, dir_fd=self.fd)
+        except FileExistsError:
+            if taken_ok:
+                return False
+            raise self.error(f"cannot write into {self.what} {self.shown!r}: {name} is in the way") from None
+        except OSError as exc:
+            raise self.error(f"cannot write into {self.what} {self.shown!r}: {_why(exc)}") from None
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
         except OSError as exc:
             os.close(fd)
-            self.unlink(tmp)                          # created above, by this process
+            self.unlink(name)                         # created above, by this process
             raise self.error(f"cannot write {name} into {self.what} {self.shown!r}: {_why(exc)}") from None
         os.close(fd)
-        return tmp
+        return True
+
+    def sweep(self, name: str, owns) -> list[str]:
+        """Remove the temporaries of ``name`` a killed p4gen left behind (``.NAME.p4gen-`` and 12 hex
+        digits): those that are regular files whose content ``owns`` (a kind's proof that p4gen wrote it);
+        the names removed.  A file of such a name that p4gen cannot prove its own stays."""
+        gone = []
+        prefix = temp_prefix(name)
+        for entry in self.names():
+            tail = entry[len(prefix):]
+            if entry.startswith(prefix) and len(tail) == 12 and all(c in "0123456789abcdef" for c in tail):
+                data = self.read(entry)
+                if data is not None and owns(data):
+                    self.unlink(entry)
+                    gone.append(entry)
+        return gone
 
     def rename(self, src: str, dst: str) -> None:
         """``src`` takes the name ``dst`` (one rename: a symlink at ``dst`` is replaced, never followed)."""
@@ -392,6 +420,7 @@ def write_file(path: str | Path, data: bytes | str, kind: Kind, what: str, error
                         f"into a directory it made (mode 0700)")
         d.lock(LOCK_WAIT, f"another p4gen has been writing {shown} for {LOCK_WAIT:g} s")
         check_replaceable(d, p.name, kind, shown, error, hint)
+        d.sweep(p.name, kind.owns)                   # what a killed p4gen left of this name (we hold the lock)
         tmp = d.stage(p.name, sealed, mode)
         try:
             d.rename(tmp, p.name)
@@ -448,121 +477,6 @@ def open_work_log(path: str | Path, error: type[Exception]):
         except OSError as exc:
             raise error(f"cannot open log {str(p)!r}: {_why(exc)}") from None
     return os.fdopen(fd, "wb")
-
-
-def write_files(directory: str | Path, files: dict[str, tuple[bytes | str, Kind, str]], error: type[Exception], *,
-                hint: str = "move it away or choose another name") -> Path:
-    """Write several files into ``directory`` all or nothing: ``files`` maps a name to (data, kind, what the
-    file is).  Every name is checked before any is written; a failure leaves the directory as it was.
-    The real directory written."""
-    text = os.fspath(directory)
-    check_dir(text, error)
-    sealed = {}
-    for name, (data, kind, _what) in files.items():
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        sealed[name] = kind.seal(raw)
-    d = Directory(text, "output directory", error)
-    commit = None
-    try:
-        d.lock(LOCK_WAIT, f"another p4gen has been writing into {text!r} for {LOCK_WAIT:g} s")
-        for name, (_data, kind, what) in files.items():
-            check_replaceable(d, name, kind, f"{what} {str(Path(text) / name)!r}", error, hint)
-        commit = Commit(d, sealed)
-        commit.prepare()
-        commit.commit()
-    except BaseException:
-        if commit is not None:
-            commit.rollback()
-        else:
-            d.remove_created()
-        raise
-    else:
-        commit.finish()
-    finally:
-        d.close()
-    return d.path
-
-
-class Commit:
-    """Several files written into one directory all or nothing (a build's outputs, ``plan --jobs``'s).
-
-    :meth:`prepare` writes every new file as a hidden temporary (nothing visible changes but new
-    directories); :meth:`commit` renames them into place, keeping each file it replaces as a hard
-    link until every rename has succeeded, and removes the names in ``remove`` (files the caller
-    knows are p4gen's own and unchanged); :meth:`rollback` restores every name to what it held and
-    removes the temporaries and any directory this commit made; :meth:`finish` drops the
-    temporaries and backups and the lock.  Files are checked by the caller (under :meth:`lock`)."""
-
-    def __init__(self, d: Directory, files: dict[str, bytes], remove: list[str] = ()):
-        self.d, self.files, self.remove = d, dict(files), list(remove)
-        self.temps: dict[str, str] = {}
-        self.backups: dict[str, str] = {}
-        self.replaced: list[str] = []
-        self.removed: list[str] = []
-
-    def prepare(self) -> None:
-        for name, data in self.files.items():
-            self.temps[name] = self.d.stage(name, data)
-
-    def commit(self, order: list[str] | None = None) -> None:
-        d = self.d
-        order = list(order if order is not None else self.files)
-        for name in order + self.remove:
-            if d.entry(name) is not None:
-                self.backups[name] = self._backup(name)
-        name = ""
-        try:
-            for name in order:
-                d.rename(self.temps[name], name)
-                del self.temps[name]
-                self.replaced.append(name)
-            for name in self.remove:
-                os.unlink(name, dir_fd=d.fd)
-                self.removed.append(name)
-        except OSError as exc:
-            raise d.error(f"cannot write {name} into {d.what} {d.shown!r}: {_why(exc)}") from None
-
-    def _backup(self, name: str) -> str:
-        d = self.d
-        for _ in range(100):
-            b = f".{name}.p4gen-old-{os.urandom(6).hex()}"
-            try:
-                d.link(name, b)
-                return b
-            except FileExistsError:
-                continue
-            except OSError as exc:
-                if exc.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK, errno.EOPNOTSUPP):
-                    raise d.error(f"cannot write into {d.what} {d.shown!r}: {_why(exc)}") from None
-                raise d.error(f"{d.what} {d.shown!r} is on a file system without hard links; p4gen cannot "
-                              f"replace its files safely there") from None
-        raise d.error(f"cannot write into {d.what} {d.shown!r}: no free temporary name")
-
-    def rollback(self) -> None:
-        d = self.d
-        for name in reversed(self.removed):
-            try:
-                d.link(self.backups[name], name)
-            except OSError:
-                pass
-        for name in reversed(self.replaced):
-            if name in self.backups:
-                try:
-                    d.rename(self.backups.pop(name), name)
-                except OSError:
-                    pass
-            else:
-                d.unlink(name)                       # this commit put it there
-        self.replaced.clear()
-        self.removed.clear()
-        self.finish()
-        d.remove_created()
-
-    def finish(self) -> None:
-        for tmp in list(self.temps.values()) + list(self.backups.values()):
-            self.d.unlink(tmp)                       # made by this commit
-        self.temps.clear()
-        self.backups.clear()
 
 
 def private_dir(path: str | Path, what: str, error: type[Exception]) -> Path:

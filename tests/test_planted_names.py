@@ -187,3 +187,33 @@ def test_plan_leaves_a_file_named_like_its_temporary_alone(tmp_path, capsys):
     assert mine.read_text() == "the user's file\n"
     assert out.is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == [mine.name, "l.json"]
+
+
+KILLED_WRITE = r"""
+import os, signal, sys
+from p4gen import filewrite
+from p4gen.errors import OutputError
+def killed(self, *a, **k):
+    os.kill(os.getpid(), signal.SIGKILL)
+filewrite.Directory.rename = killed             # killed between writing the temporary and renaming it
+filewrite.write_file(sys.argv[1], '{"a": 2}', filewrite.JSON, "report", OutputError)
+"""
+
+
+def test_the_temporary_of_a_killed_write_is_removed_by_the_next_write_of_that_name(tmp_path):
+    """A p4gen killed while it wrote a file leaves its hidden temporary; the next write of that name removes
+    it (its content carries p4gen's digest), and leaves a user's file of a temporary's form alone."""
+    from p4gen.errors import OutputError
+    from p4gen.filewrite import JSON, write_file
+
+    out = tmp_path / "r.json"
+    write_file(out, '{"a": 1}', JSON, "report", OutputError)
+    res = subprocess.run([sys.executable, "-c", KILLED_WRITE, str(out)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == -9, res.stderr
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(".r.json.p4gen-")]
+    assert len(left) == 1 and json.loads((tmp_path / left[0]).read_text())["a"] == 2
+    mine = tmp_path / ".r.json.p4gen-0123456789ab"
+    mine.write_text("the user's file\n")
+    write_file(out, '{"a": 3}', JSON, "report", OutputError)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [mine.name, "r.json"]
+    assert json.loads(out.read_text())["a"] == 3 and mine.read_text() == "the user's file\n"

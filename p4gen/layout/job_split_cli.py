@@ -159,7 +159,8 @@ def _toml_job(number: int, plan, workers: list[dict], extra: dict[str, Any], gen
 
 
 def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
-    from ..filewrite import JSON, TOML, check_dir, check_file, write_files
+    from ..filecommit import write_files
+    from ..filewrite import JSON, TOML, check_dir, check_file
     from .layoutfile import OUT_HINT, layout_document
 
     given = opt(args, "objective") if args.objective is not None else "makespan"

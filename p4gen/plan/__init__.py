@@ -33,6 +33,7 @@ from .. import decision as dmod
 from .. import ops, protocols
 from ..decision import Codes, DecisionTable, FrozenMap
 from ..errors import P4genError, PlanError
+from ..filecommit import interrupted
 from ..fileread import parse_json, read_text
 from .reader import FIELD_KINDS, Reader, names
 from .structure import header_dict, plain, structure_problem
@@ -376,6 +377,9 @@ class Plan:
         p = Path(path)
         if p.is_dir():
             p = p / "plan.json"
+        why = interrupted(p.parent)
+        if why:
+            raise PlanError(why)
         if not p.exists():
             raise PlanError(f"{str(p)!r} does not exist (run p4gen build first)")
         return cls.from_json(read_text(p, "plan", PlanError), str(p))
