@@ -47,7 +47,9 @@ def _read_p4info(path: Path) -> p4info_pb2.P4Info:
     try:
         text_format.Parse(text, info)
     except text_format.ParseError as exc:
-        raise PlanError(f"{str(path)!r} is not a text-format P4Info: {' '.join(str(exc).split())}") from None
+        why = " ".join(str(exc).split())
+        why = why if len(why) <= 200 else why[:197] + "..."
+        raise PlanError(f"{str(path)!r} is not a text-format P4Info: {why}") from None
     except RecursionError:
         raise PlanError(f"{str(path)!r} nests messages too deeply") from None
     return info

@@ -211,19 +211,18 @@ def find_compiler(arch: str, *, backend: bool = True) -> tuple[str, list[str]] |
 
 
 def compiler_version(argv: list[str]) -> str:
-    import subprocess
+    from .toolrun import run
 
-    try:
-        res = subprocess.run([argv[0], "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CompileError(f"{argv[0]} --version failed: {exc}") from None
-    return (res.stdout + res.stderr).strip()
+    rc, text = run([argv[0], "--version"], seconds=60)
+    if rc is None:
+        raise CompileError(f"{argv[0]} --version did not answer within 60 s")
+    return text.strip()
 
 
 def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[str, bytes]:
     """The files a compile of ``program`` adds to a build: its log and the compiler's outputs.
     A refusal raises :class:`p4gen.tofino_compiler.CompileFailed`, which carries the log."""
-    from .tofino_compiler import NAMES as TOFINO_COMPILERS, CompileFailed, compile_tna, first_error
+    from .tofino_compiler import NAMES as TOFINO_COMPILERS, TIMEOUT_NOTE, CompileFailed, compile_tna, first_error
 
     found = find_compiler(arch, backend=backend)
     if found is None:
@@ -233,9 +232,11 @@ def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[
     name, argv = found
     if name in TOFINO_COMPILERS:
         return compile_tna(arch, program, PROGRAM)
-    import subprocess
     import tempfile
 
+    from .toolrun import log_bytes, read_output, run, timeout
+
+    seconds = timeout()
     with tempfile.TemporaryDirectory(prefix="p4gen-compile-") as tmp:
         from .filewrite import WORK, write_file
 
@@ -246,17 +247,17 @@ def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[
             outputs = {"program.json": Path(tmp) / "program.json", "p4info.p4c.txtpb": Path(tmp) / "p4info.p4c.txtpb"}
             cmd += ["-o", str(outputs["program.json"]), "--p4runtime-files", str(outputs["p4info.p4c.txtpb"])]
         cmd.append(str(src))
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CompileError(f"{name} did not run: {exc}") from None
-        log = (res.stdout + res.stderr).replace(str(src), PROGRAM).encode()
-        if res.returncode != 0:
-            raise CompileFailed(f"{name} rejected {PROGRAM}: {first_error(log.decode())}", {"compile.log": log})
+        rc, text = run(cmd, seconds=seconds)
+        log = log_bytes(text.replace(str(src), PROGRAM))
+        if rc is None:
+            raise CompileFailed(f"{name} did not finish {PROGRAM} within {seconds:g} s ({TIMEOUT_NOTE})",
+                                {"compile.log": log})
+        if rc != 0:
+            raise CompileFailed(f"{name} rejected {PROGRAM}: {first_error(text)}", {"compile.log": log})
         files = {"compile.log": log}
         for fname, path in outputs.items():
-            if path.exists():
-                files[fname] = path.read_bytes()
+            if os.path.lexists(path):
+                files[fname] = read_output(path, fname, name)
         return files
 
 
@@ -403,6 +404,9 @@ def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, 
     A failure names its target and says that nothing was written.
     """
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    from .tofino_compiler import CompileFailed
 
     root = Path(out_root)
     outs = [root / p.name for p in profiles]
@@ -418,8 +422,12 @@ def build_many(spec: Spec, profiles: list[TargetProfile], out_root: str | Path, 
             with ProcessPoolExecutor(max_workers=workers) as pool:
                 made = list(pool.map(_produce_one, jobs))
         write_outputs([(out, _with_marker(key, files)) for out, (key, files, _p, _h) in zip(outs, made)], force)
+    except BrokenProcessPool:
+        raise P4genError("a build process ended before its target was built (killed, or out of memory); nothing "
+                         "was written (a build for several targets writes all of them or none)") from None
     except P4genError as exc:
-        raise type(exc)(f"{exc}; nothing was written (a build for several targets writes all of them or none)") \
+        kind = CompileError if isinstance(exc, CompileFailed) else type(exc)
+        raise kind(f"{exc}; nothing was written (a build for several targets writes all of them or none)") \
             from None
     return [BuildResult(out_dir=out, key=key, cache_hit=hit, plan=plan, files={n: _sha(d) for n, d in files.items()},
                         report_json=files["report.json"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 TYPE_CHECKING = False        # (typing.TYPE_CHECKING without importing typing on a warm build)
@@ -83,6 +84,8 @@ def parse_toml(text: str, shown: str, error: type[Exception]) -> dict[str, Any]:
         raise error(f"{shown} is not valid TOML: {exc}") from None
     except RecursionError:
         raise error(f"{shown} nests arrays or tables too deeply") from None
+    except ValueError:                    # an integer of more digits than Python converts (4300)
+        raise error(f"{shown} holds a number of more than {sys.get_int_max_str_digits()} digits") from None
 
 
 def parse_json(text: str, shown: str, error: type[Exception]) -> Any:
@@ -94,6 +97,8 @@ def parse_json(text: str, shown: str, error: type[Exception]) -> Any:
         raise error(f"{shown} is not valid JSON: {exc}") from None
     except RecursionError:
         raise error(f"{shown} nests arrays or objects too deeply") from None
+    except ValueError:                    # an integer of more digits than Python converts (4300)
+        raise error(f"{shown} holds a number of more than {sys.get_int_max_str_digits()} digits") from None
 
 
 def load_json(path: str | Path, what: str, error: type[Exception]) -> Any:

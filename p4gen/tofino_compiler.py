@@ -19,19 +19,20 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import CompileError
 from .filewrite import WORK, write_file
+from .toolrun import TIMEOUT_ENV, log_bytes, printable, read_output, run, timeout
 
 # The compiler's target and architecture for each of p4gen's TNA architectures.
 TARGETS = {"tna": ("tofino", "tna"), "t2na": ("tofino2", "t2na")}
 NAMES = ("bf-p4c", "p4c-barefoot")       # Intel's SDE driver; p4c's open back end
-TIMEOUT_S = 3600                         # a large Tofino program takes minutes on a loaded machine
+TIMEOUT_NOTE = f"{TIMEOUT_ENV} sets how long a compile may take; it was ended with every process it started"
 RESOURCES = "compiler-resources.json"    # the compiler's own logs, kept in the build directory
 PHV = "compiler-phv.json"
 
@@ -46,17 +47,16 @@ def find() -> tuple[str, str] | None:
 
 
 def version(exe: str) -> str:
-    try:
-        res = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise CompileError(f"{exe} --version failed: {exc}") from None
-    return version_label(Path(exe).name, res.stdout + res.stderr)
+    rc, text = run([exe, "--version"], seconds=120)
+    if rc is None:
+        raise CompileError(f"{exe} --version did not answer within 120 s")
+    return version_label(Path(exe).name, text)
 
 
 def version_label(name: str, text: str) -> str:
     """One line naming a compiler from what its ``--version`` printed: p4c-barefoot prints its own
     path, then "Version 9.13.4" (the back end's version, p4c 1.2.5.16's)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln.strip()[:200] for ln in printable(text).splitlines() if ln.strip()]
     ver = next((ln for ln in lines if ln.lower().startswith("version")), None)
     if ver is not None:
         return f"{name} {ver}"
@@ -70,6 +70,16 @@ class CompileFailed(CompileError):
         super().__init__(message)
         self.files = files
 
+    def __reduce__(self):                   # back from a build's worker process as itself (several targets)
+        return _compile_failed, (str(self), self.files, getattr(self, "key", None))
+
+
+def _compile_failed(message: str, files: dict[str, bytes], key: str | None) -> CompileFailed:
+    exc = CompileFailed(message, files)
+    if key is not None:
+        exc.key = key
+    return exc
+
 
 _LOCATION = re.compile(r"^(?:\S*/)?program\.p4\(\d+\)")
 
@@ -78,7 +88,13 @@ _SUMMARY = re.compile(r"^\d+ errors?, \d+ warnings? generated")
 
 
 def first_error(log: str) -> str:
-    """The compiler's (or its assembler's) first error line, as short as it can be said on one line."""
+    """The compiler's (or its assembler's) first error line, as short as it can be said on one line (at most
+    300 characters, without terminal control sequences)."""
+    line = _first_error(printable(log))
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _first_error(log: str) -> str:
     lines = [ln.strip() for ln in log.splitlines() if ln.strip() and not _SUMMARY.match(ln.strip())]
     for i, ln in enumerate(lines):
         low = ln.lower()
@@ -119,19 +135,22 @@ def compile_tree(arch: str, directory: Path, program_name: str) -> dict[str, byt
         raise CompileError(f"the Tofino compiler ({' or '.join(NAMES)}) is not on PATH")
     name, exe = found
     target, p4arch = TARGETS[arch]
+    deadline = time.monotonic() + timeout()           # one bound for the compiler and its assembler runs
     tmp = str(directory)
     out = Path(tmp) / "out"
     log_parts: list[str] = []        # run in the directory, named relative to it, so the log reads as the user's
-    ok = _run([exe, "--target", target, "--arch", p4arch, "-g", "-o", "out", program_name], log_parts, tmp)
+    ok = _run([exe, "--target", target, "--arch", p4arch, "-g", "-o", "out", program_name], log_parts, tmp, deadline)
     if ok and name == "p4c-barefoot":
         bfas = _assembler(exe)
         for bfa in sorted(out.rglob("*.bfa")) if bfas else []:
             rel = bfa.relative_to(tmp)
-            ok = _run([bfas, "--target", target, "-o", str(rel.parent), str(rel)], log_parts, tmp)
+            ok = _run([bfas, "--target", target, "-o", str(rel.parent), str(rel)], log_parts, tmp, deadline)
             if not ok:
                 break
     log = "".join(log_parts)
-    files = {"compile.log": log.encode()}
+    files = {"compile.log": log_bytes(log)}
+    if ok is None:
+        raise CompileFailed(f"{name} did not finish {program_name} within {timeout():g} s ({TIMEOUT_NOTE})", files)
     if not ok:
         raise CompileFailed(f"{name} rejected {program_name}: {first_error(log)}", files)
     resources = sorted(out.rglob("logs/resources.json"))
@@ -139,23 +158,22 @@ def compile_tree(arch: str, directory: Path, program_name: str) -> dict[str, byt
     if not resources or not phv:
         raise CompileFailed(f"{name} compiled {program_name} but wrote no logs/resources.json and "
                             f"logs/phv.json (it needs -g)", files)
-    files[RESOURCES] = resources[0].read_bytes()
-    files[PHV] = phv[0].read_bytes()
+    files[RESOURCES] = read_output(resources[0], "logs/resources.json", name)
+    files[PHV] = read_output(phv[0], "logs/phv.json", name)
     parse(files[RESOURCES], files[PHV])      # refuses logs of a form this module cannot read
     return files
 
 
-def _run(cmd: list[str], log_parts: list[str], tmp: str) -> bool:
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        log_parts.append(f"{Path(cmd[0]).name} did not run: {exc}\n")
-        return False
-    text = (res.stdout + res.stderr).replace(tmp + "/", "")
+def _run(cmd: list[str], log_parts: list[str], tmp: str, deadline: float) -> bool | None:
+    """Run one step of the compile; whether it succeeded (None: the compile ran out of time)."""
+    rc, text = run(cmd, cwd=tmp, seconds=max(0.0, deadline - time.monotonic()))
+    text = text.replace(tmp + "/", "")
     log_parts.append(f"$ {Path(cmd[0]).name} {' '.join(a.replace(tmp + '/', '') for a in cmd[1:])}\n{text}")
-    if res.returncode != 0:
-        log_parts.append(f"exit status {res.returncode}\n")
-    return res.returncode == 0
+    if rc is None:
+        return None
+    if rc != 0:
+        log_parts.append(f"exit status {rc}\n")
+    return rc == 0
 
 
 # -- the allocation ---------------------------------------------------------------------------------
@@ -210,18 +228,33 @@ def _usages(items: list[dict]) -> list[dict]:
     return [u for it in items for u in it.get("usages", [])]
 
 
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a number a compiler log holds")
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{v!r} where an integer belongs")
+    return v
+
+
 def parse(resources: bytes, phv: bytes, compiler: str = "") -> Allocation:
-    """The allocation a compile's ``resources.json`` and ``phv.json`` describe."""
+    """The allocation a compile's ``resources.json`` and ``phv.json`` describe; CompileError (one line) for
+    logs of any other form (another shape, NaN, numbers that are not integers)."""
     try:
-        res = json.loads(resources)["resources"]
-        containers = json.loads(phv)["containers"]
-        mau = res["mau"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CompileError(f"the compiler's resource logs are not in the expected form ({exc})") from None
+        res = json.loads(resources, parse_constant=_no_constant)["resources"]
+        containers = json.loads(phv, parse_constant=_no_constant)["containers"]
+        return _allocation(res["mau"], containers, compiler)
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        why = printable(str(exc) or exc.__class__.__name__).replace("\n", " ")[:200]
+        raise CompileError(f"the compiler's resource logs are not in the expected form ({why})") from None
+
+
+def _allocation(mau: dict, containers: list, compiler: str) -> Allocation:
     stages = []
     reg_stage: dict[str, int] = {}
     for st in mau.get("mau_stages", []):
-        n = st["stage_number"]
+        n = _int(st["stage_number"])
         srams = st.get("rams", {}).get("srams", [])
         tcams = st.get("tcams", {}).get("tcams", [])
         salus = st.get("meter_alus", {}).get("meters", [])
@@ -239,8 +272,10 @@ def parse(resources: bytes, phv: bytes, compiler: str = "") -> Allocation:
     bits = 0
     for c in containers:
         kind = c.get("container_type", "normal")
-        key = f"{c['bit_width']}b" + ("" if kind == "normal" else f" {kind}")
-        used = sum(sl["field_slice"]["slice_info"]["msb"] - sl["field_slice"]["slice_info"]["lsb"] + 1
+        if not isinstance(kind, str) or not kind.isidentifier():
+            raise ValueError(f"container_type {kind!r}")
+        key = f"{_int(c['bit_width'])}b" + ("" if kind == "normal" else f" {kind}")
+        used = sum(_int(sl["field_slice"]["slice_info"]["msb"]) - _int(sl["field_slice"]["slice_info"]["lsb"]) + 1
                    for sl in c.get("slices", []) if "field_slice" in sl)
         if used:
             occupied[key] = occupied.get(key, 0) + 1
@@ -248,7 +283,7 @@ def parse(resources: bytes, phv: bytes, compiler: str = "") -> Allocation:
     # normal containers first, each kind by width: 8b, 16b, 32b
     order = sorted(occupied, key=lambda k: (" " in k, k.split(" ", 1)[1:], int(k.split("b", 1)[0])))
     return Allocation(compiler=compiler, stages=tuple(sorted(stages, key=lambda s: s.stage)),
-                      stage_limit=mau.get("nStages", 0), phv_containers={k: occupied[k] for k in order}, phv_bits=bits,
+                      stage_limit=_int(mau.get("nStages", 0)), phv_containers={k: occupied[k] for k in order}, phv_bits=bits,
                       register_stage=reg_stage)
 
 

@@ -35,7 +35,6 @@ import signal
 import socket
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -48,7 +47,7 @@ from p4gen.plan import Plan
 from p4gen.host.batchworker import BatchWorker
 from p4gen.host.worker import RttEstimator
 
-from .errors import JobError
+from .errors import JobError, TestbedError
 from .tensors import make_tensor, save_array
 
 
@@ -212,9 +211,27 @@ def _stop(signum, frame):
     raise _Stop()
 
 
+def read_config(args: list[str], prog: str) -> dict | None:
+    """An agent's config (the JSON file its only argument names), or None after one line on stderr."""
+    from p4gen.errors import P4genError
+    from p4gen.fileread import load_json
+
+    try:
+        if len(args) != 1:
+            raise TestbedError(f"usage: python -m {prog} CONFIG.json (the file the testbed writes for a worker)")
+        cfg = load_json(args[0], "agent config", TestbedError)
+        if not isinstance(cfg, dict) or not isinstance(cfg.get("rank"), int):
+            raise TestbedError(f"agent config {args[0]!r} is not a worker's config (an object with a rank)")
+    except P4genError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    cfg = json.loads(Path(args[0]).read_text())
+    cfg = read_config(sys.argv[1:] if argv is None else argv, "p4gen.testbed.agent")
+    if cfg is None:
+        return 1
     signal.signal(signal.SIGTERM, _stop)
 
     def wait_go() -> None:

@@ -17,7 +17,6 @@ import os
 import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 from .tensors import make_tensor, save_array
 
@@ -28,8 +27,11 @@ def _emit(**event) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    cfg = json.loads(Path(args[0]).read_text())
+    from .agent import read_config
+
+    cfg = read_config(sys.argv[1:] if argv is None else argv, "p4gen.testbed.gloo_agent")
+    if cfg is None:
+        return 1
     rank = cfg["rank"]
     try:
         if not os.environ.get("GLOO_SOCKET_IFNAME"):

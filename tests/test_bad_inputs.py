@@ -4,7 +4,8 @@ The cases live in ``tests/data/bad_cli.json``, each next to the exact line it
 must print.  ``{tmp}`` is the case's own directory and ``{build}`` a fresh
 copy of a bmv2 build; a file named ``build/NAME`` replaces that file of the
 copy.  File contents ``@deep_toml@``, ``@deep_json@`` and ``@nonutf8@`` stand
-for nesting 50,000 levels deep and for bytes that are not UTF-8.  A further
+for nesting 50,000 levels deep and for bytes that are not UTF-8; ``@big_int@`` in a file stands for an
+integer of 5000 digits.  A further
 Hypothesis suite feeds random spec, target and job documents.
 """
 
@@ -26,6 +27,7 @@ from p4gen.cli import main as p4gen_main
 from p4gen.errors import P4genError
 from p4gen.spec import make_spec
 from p4gen.switch.dataplane import main as dp_main
+from p4gen.testbed.agent import main as agent_main
 from p4gen.target import load_target
 
 HERE = Path(__file__).resolve().parent
@@ -33,7 +35,8 @@ CASES = json.loads((HERE / "data" / "bad_cli.json").read_text())
 SPECIAL = {"@deep_toml@": ("a = " + "[" * 50000 + "]" * 50000 + "\n").encode(),
            "@deep_json@": ("[" * 50000 + "]" * 50000).encode(),
            "@nonutf8@": b"slots = 64\n\xff\xfe\xfd\n"}
-PROGRAMS = {"p4gen": p4gen_main, "dataplane": dp_main}
+BIG_INT = "7" * 5000
+PROGRAMS = {"p4gen": p4gen_main, "dataplane": dp_main, "agent": agent_main}
 CASE_SECONDS = 20
 
 
@@ -71,7 +74,7 @@ def run_case(case: dict, tmp: Path, build_dir: Path) -> int:
     copy = tmp / "build"
     shutil.copytree(build_dir, copy)
     for name, text in case["files"].items():
-        (tmp / name).write_bytes(SPECIAL.get(text, text.encode()))
+        (tmp / name).write_bytes(SPECIAL.get(text, text.replace("@big_int@", BIG_INT).encode()))
     args = [a.replace("{tmp}", str(tmp)).replace("{build}", str(copy)) for a in case["args"]]
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(CASE_SECONDS)
