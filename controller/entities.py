@@ -12,7 +12,9 @@ from typing import Iterable, Mapping
 
 from p4.v1 import p4runtime_pb2
 
+from p4gen.controller.errors import ControllerError
 from p4gen.p4runtime import codec
+from p4gen.p4runtime.ids import by_id, numbered
 from p4gen.plan import Plan
 
 Update = p4runtime_pb2.Update
@@ -47,7 +49,7 @@ class PlanEntities:
         ent = p4runtime_pb2.Entity()
         te = ent.table_entry
         te.table_id = t.id
-        for fid, k in enumerate(t.keys, start=1):
+        for fid, k in numbered(t.keys):
             fm = te.match.add()
             fm.field_id = fid
             fm.exact.value = codec.encode(int(match[k.name]), k.bits)
@@ -55,7 +57,7 @@ class PlanEntities:
             a = self.actions[action]
             act = te.action.action
             act.action_id = a.id
-            for pid, prm in enumerate(a.params, start=1):
+            for pid, prm in numbered(a.params):
                 p = act.params.add()
                 p.param_id = pid
                 p.value = codec.encode(int((params or {})[prm.name]), prm.bits)
@@ -70,12 +72,18 @@ class PlanEntities:
         t = self._table_by_id[te.table_id]
         match = {}
         for fm in te.match:
-            k = t.keys[fm.field_id - 1]
+            k = by_id(t.keys, fm.field_id)
+            if k is None:
+                raise ControllerError(f"the switch answered with match field id {fm.field_id}, which table {t.name} "
+                                      f"does not have (its P4Info is not this plan's)")
             match[k.name] = codec.decode(fm.exact.value, k.bits)
         a = self._action_by_id[te.action.action.action_id]
         args = {}
         for p in te.action.action.params:
-            prm = a.params[p.param_id - 1]
+            prm = by_id(a.params, p.param_id)
+            if prm is None:
+                raise ControllerError(f"the switch answered with parameter id {p.param_id}, which action {a.name} "
+                                      f"does not have (its P4Info is not this plan's)")
             args[prm.name] = codec.decode(p.value, prm.bits)
         return Entry(t.name, match, a.name, args)
 

@@ -315,3 +315,29 @@ def test_main_cli_runs_ctl(builds, capsys):
     addr = f"127.0.0.1:{free_port()}"
     assert main(["ctl", "reset", str(builds[64]), "--addr", addr, "--timeout", "0.2"]) == 1
     assert capsys.readouterr().err == f"p4gen: error: switch at {addr} did not answer within 0.2 s\n"
+
+
+def test_an_answer_with_a_field_or_parameter_id_the_plan_lacks_is_one_line():
+    """The controller finds a match field and an action parameter by its P4Runtime ID's own name
+    (p4gen/p4runtime/ids.py): an ID the plan's table or action lacks (0, or past the last) is one line,
+    never another field (ID 0 used to decode as the last key)."""
+    from p4.v1 import p4runtime_pb2
+
+    from p4gen.controller.entities import PlanEntities
+    from p4gen.controller.errors import ControllerError
+    from p4gen.planner import make_plan
+    from p4gen.spec import make_spec
+    from p4gen.target import load_target
+
+    e = PlanEntities(make_plan(make_spec(slots=8), load_target("bmv2")))
+    ent = e.table_entry("l2_forward", {"dst_addr": 0x020000000001}, "l2_unicast", {"port": 3})
+    assert e.decode_table_entry(ent.table_entry).args == {"port": 3}
+    for fid, pid, what in ((0, 1, "match field id 0, which table l2_forward"),
+                           (1, 2, "parameter id 2, which action l2_unicast")):
+        bad = p4runtime_pb2.TableEntry()
+        bad.CopyFrom(ent.table_entry)
+        bad.match[0].field_id = fid
+        bad.action.action.params[0].param_id = pid
+        with pytest.raises(ControllerError) as err:
+            e.decode_table_entry(bad)
+        assert str(err.value) == f"the switch answered with {what} does not have (its P4Info is not this plan's)"

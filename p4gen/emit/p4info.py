@@ -10,6 +10,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
+from ..p4runtime.ids import numbered
 from ..plan import Plan
 
 
@@ -29,7 +30,7 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
     for t in plan.tables:
         pt = info.tables.add()
         preamble(pt, t, t.scope)
-        for i, k in enumerate(t.keys, start=1):
+        for i, k in numbered(t.keys):
             mf = pt.match_fields.add()
             mf.id = i
             mf.name = k.name
@@ -45,7 +46,7 @@ def build_p4info(plan: Plan) -> p4info_pb2.P4Info:
     for a in plan.actions:
         pa = info.actions.add()
         preamble(pa, a, a.scope)
-        for i, prm in enumerate(a.params, start=1):
+        for i, prm in numbered(a.params):
             pp = pa.params.add()
             pp.id = i
             pp.name = prm.name

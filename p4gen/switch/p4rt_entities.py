@@ -22,6 +22,7 @@ from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2
 
 from ..p4runtime import codec
+from ..p4runtime.ids import by_id, numbered
 from .model import ModelError, SwitchModel
 from .p4rt_common import UPDATE, UPDATE_TYPES, Fail, check_enum
 
@@ -79,9 +80,9 @@ class EntityStore:
     def _decode_match(self, t: dict[str, Any], te: p4runtime_pb2.TableEntry, partial: bool = False) -> dict[str, int]:
         match: dict[str, int] = {}
         for fm in te.match:
-            if not 1 <= fm.field_id <= len(t.keys):
+            k = by_id(t.keys, fm.field_id)
+            if k is None:
                 raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} has no match field id {fm.field_id}")
-            k = t.keys[fm.field_id - 1]
             if fm.WhichOneof("field_match_type") != "exact":
                 raise Fail(code_pb2.INVALID_ARGUMENT, f"table {t.name} key {k.name} is an exact match")
             if k.name in match:
@@ -107,9 +108,9 @@ class EntityStore:
             raise Fail(code_pb2.INVALID_ARGUMENT, f"action id {act.action_id} is not an action of table {t.name}")
         args: dict[str, int] = {}
         for p in act.params:
-            if not 1 <= p.param_id <= len(a.params):
+            spec = by_id(a.params, p.param_id)
+            if spec is None:
                 raise Fail(code_pb2.INVALID_ARGUMENT, f"action {a.name} has no parameter id {p.param_id}")
-            spec = a.params[p.param_id - 1]
             try:
                 args[spec.name] = codec.decode(p.value, spec.bits)
             except ValueError as exc:
@@ -305,12 +306,12 @@ class EntityStore:
         te.table_id = t.id
         if default:
             te.is_default_action = True
-        for fid, k in enumerate(t.keys, start=1):
+        for fid, k in numbered(t.keys):
             if k.name in match:
                 te.match.add(field_id=fid).exact.value = codec.encode(int(match[k.name]), k.bits)
         a = self._actions[self._action_ids[action]]
         te.action.action.action_id = a.id
-        for pid, q in enumerate(a.params, start=1):
+        for pid, q in numbered(a.params):
             te.action.action.params.add(param_id=pid, value=codec.encode(int(args[q.name]), q.bits))
         if t.const:
             te.is_const = True
