@@ -41,6 +41,18 @@ _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _PNG_KEY = b"p4gen-digest"
 
 
+def read_upto(fd: int, n: int) -> bytes:
+    """At most ``n`` bytes from the open file ``fd`` (fewer at its end)."""
+    chunks, left = [], n
+    while left > 0:
+        b = os.read(fd, min(left, 1 << 20))
+        if not b:
+            break
+        chunks.append(b)
+        left -= len(b)
+    return b"".join(chunks)
+
+
 def temp_prefix(name: str) -> str:
     """How the hidden temporaries p4gen writes beside ``name`` begin (then 12 hex digits)."""
     return f".{name}.p4gen-"
@@ -257,14 +269,7 @@ class Directory:
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return None
-            chunks, left = [], limit + 1
-            while left > 0:
-                b = os.read(fd, min(left, 1 << 20))
-                if not b:
-                    break
-                chunks.append(b)
-                left -= len(b)
-            data = b"".join(chunks)
+            data = read_upto(fd, limit + 1)
             return data if len(data) <= limit else None
         except OSError:
             return None

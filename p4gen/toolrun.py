@@ -23,6 +23,7 @@ import threading
 from pathlib import Path
 
 from .errors import CompileError
+from .filewrite import read_upto
 
 LOG_LIMIT = 16 << 20          # bytes of a compiler's output kept in compile.log (below filewrite.MAX_OWN_BYTES)
 OUTPUT_LIMIT = 32 << 20       # bytes of a file the compiler wrote that p4gen reads back
@@ -131,18 +132,11 @@ def read_output(path: Path, what: str, compiler: str) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise CompileError(f"{compiler}'s {what} is not a regular file; p4gen reads only regular files a "
                                f"compiler writes")
-        chunks, left = [], OUTPUT_LIMIT + 1
-        while left > 0:
-            b = os.read(fd, min(left, 1 << 20))
-            if not b:
-                break
-            chunks.append(b)
-            left -= len(b)
+        data = read_upto(fd, OUTPUT_LIMIT + 1)
     except OSError as exc:
         raise CompileError(f"{compiler}'s {what} cannot be read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > OUTPUT_LIMIT:
         raise CompileError(f"{compiler}'s {what} is larger than {OUTPUT_LIMIT >> 20} MiB; p4gen reads back at "
                            f"most that much of a compiler's output")

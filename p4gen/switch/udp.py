@@ -188,8 +188,11 @@ def main(argv: list[str] | None = None) -> int:
         sw.serve_forever()
     finally:
         sw.sock.close()
-        if server is not None:
-            server.stop()
+        whole = server is None or server.stop()
+    if not whole:
+        from .p4rt_server import exit_now
+
+        exit_now(0)
     return 0
 
 
