@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from . import placement
+from ..decision import DecisionTable
 from ..pass_shape import shape_problem
 from ..program import register_geometry
 from ..registers import BITMAP_WORD_BITS, Geometry, arrays_of
 from ..spec import MAX_ELEMENTS
+from ..target import TargetProfile
 from ..wire import pass_header
 from .fit import Fit
 from .objects import metadata
@@ -17,12 +20,19 @@ from .objects import metadata
 
 def _value_capacity(fit: Fit, passes: int = 1, mode: str = "resident") -> int | None:
     """Value arrays one pass can host besides the table's other steps, or None when unbounded."""
-    profile, spec, table = fit.profile, fit.spec, fit.table
+    profile, spec = fit.profile, fit.spec
     if not profile.has_stage_limits:
         return None
-    g = Geometry(1, spec.max_workers, spec.value_width, 0, profile.lanes_per_register, 0, 1)
+    return _capacity(profile, fit.table, spec.max_workers, spec.value_width, placement.tail_stages(profile, passes, mode))
+
+
+@functools.lru_cache(maxsize=256)
+def _capacity(profile: TargetProfile, table: DecisionTable, max_workers: int, value_width: int, tail: int) -> int:
+    """The search over stages of :func:`_value_capacity`, once per process for what it depends on: a failed
+    fit asks it for every element count it tries (refusing tofino2 --elements 88 ran it 500 times, 4 CPU-s)."""
+    g = Geometry(1, max_workers, value_width, 0, profile.lanes_per_register, 0, 1)
     arrays = {role: arrays_of(table, g, role) for role in table.roles if role != "values"}
-    tm = fit.timing.with_tail(placement.tail_stages(profile, passes, mode))
+    tm = placement.timing(profile, table, max_workers, value_width).with_tail(tail)
     return placement.value_capacity(profile, arrays, tm)
 
 
