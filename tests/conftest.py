@@ -4,6 +4,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, settings
 
+from cpu_budget import CpuBudget
+
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile("ci", max_examples=300, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -21,3 +23,7 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "netns" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(CpuBudget(config), "p4gen-cpu-budget")

@@ -274,6 +274,7 @@ def _jobs_documents(draw):
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_jobs_documents())
 def test_random_jobs_documents_raise_only_spec_errors_and_write_only_valid_job_files(doc, tmp_path_factory, build_dir):
@@ -336,6 +337,7 @@ def _layout_documents(draw):
     return doc
 
 
+@pytest.mark.slow
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(doc=_layout_documents())
 def test_random_layout_documents_raise_only_p4gen_errors(doc, tmp_path_factory):

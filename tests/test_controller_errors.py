@@ -34,7 +34,7 @@ def builds(tmp_path_factory):
     out = {}
     for slots in (64, 128):
         out[slots] = root / f"bmv2-{slots}"
-        build(make_spec(slots=slots), load_target("bmv2"), out[slots], use_cache=False)
+        build(make_spec(slots=slots, elements_per_packet=16), load_target("bmv2"), out[slots], use_cache=False)
     return out
 
 

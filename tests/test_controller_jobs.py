@@ -32,7 +32,7 @@ SWITCH = P.endpoint("02:00:00:00:00:fe", "10.0.0.254", 48864)
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("ctl") / "bmv2-64"
-    build(make_spec(slots=64), load_target("bmv2"), out, use_cache=False)
+    build(make_spec(slots=64, elements_per_packet=16), load_target("bmv2"), out, use_cache=False)
     return out
 
 
@@ -184,7 +184,7 @@ def test_cli_session(build_dir, switch, capsys):
     size = len(frame(model, 1, doc["workers"][0], 1, 0, np.ones(model.layout.elements)))
     assert out[0].startswith(f"pushed {build_dir}: P4Info p4gen-switchml-hardened (")
     assert out[0].endswith(f"device config none (software data plane), to switch at {server.addr} (device 0)")
-    assert out[1] == (f"job 1: 4 workers, slots 0..31, multicast group 1; its 8416 register entries zeroed with "
+    assert out[1] == (f"job 1: 4 workers, slots 0..31, multicast group 1; its 736 register entries zeroed with "
                       f"P4Runtime RegisterEntry writes; wrote 17 updates to switch at {server.addr}")
     stats = out[2:12]
     assert [ln.split()[0] for ln in stats] == b_stats(build_dir)

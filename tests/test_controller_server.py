@@ -30,7 +30,7 @@ MODIFY = p4runtime_pb2.Update.MODIFY
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("srv") / "bmv2-64"
-    build(make_spec(slots=64), load_target("bmv2"), out, use_cache=False)
+    build(make_spec(slots=64, elements_per_packet=16), load_target("bmv2"), out, use_cache=False)
     return out
 
 

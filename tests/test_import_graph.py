@@ -9,6 +9,7 @@ a lazy import inside a function is an edge like any other.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +30,12 @@ def modules() -> dict[str, Path]:
                 continue
             out[name] = path
     return out
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every test here."""
+    return ast.parse(path.read_text(), str(path))
 
 
 def _targets(mod: str, path: Path, node: ast.AST, mods: dict[str, Path]) -> list[str]:
@@ -56,7 +63,7 @@ def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for mod, path in mods.items():
         found = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 found.update(t for t in _targets(mod, path, node, mods) if t != mod)
         edges[mod] = found
@@ -138,7 +145,7 @@ def test_switch_and_host_never_import_each_other():
 def test_the_controller_imports_the_rest_of_p4gen_absolutely():
     relative_up = []
     for path in sorted((ROOT / "controller").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.level > 1:
                 relative_up.append(f"{path.name}:{node.lineno}")
     assert relative_up == []
@@ -148,7 +155,7 @@ def test_no_module_imports_a_private_name_of_another():
     borrowed = []
     mods = modules()
     for mod, path in mods.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.ImportFrom) and node.module != "__future__":
                 borrowed += [f"{mod}: {a.name} from {node.module or '.'}" for a in node.names
                              if a.name.startswith("_") and not a.name.startswith("__")]
@@ -159,7 +166,7 @@ def test_no_module_reaches_into_a_private_name_of_another():
     # ``from m import _x`` above; here ``m._x``, on a module or class of the package a module imported
     reached = []
     for mod, path in modules().items():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         ours = set()
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("p4gen")):

@@ -78,6 +78,7 @@ def assert_consistent(d: Path) -> None:
     assert hidden == [], hidden
 
 
+@pytest.mark.slow
 def test_dot_in_an_output_directory_keeps_user_files_over_many_runs(tmp_path):
     d = tmp_path / "D"
     assert p4gen_build("--slots", "64", "--out", str(d)) == 0

@@ -33,8 +33,8 @@ SLOW_SWITCH_TIMEOUT = 60.0
 def builds(tmp_path_factory):
     root = tmp_path_factory.mktemp("p4rt-hard")
     out = {"small": root / "small", "wide": root / "wide"}
-    build(make_spec(slots=64), load_target("bmv2"), out["small"], use_cache=False)
-    build(make_spec(slots=256, max_workers=128), load_target("bmv2"), out["wide"], use_cache=False)
+    build(make_spec(slots=64, elements_per_packet=16), load_target("bmv2"), out["small"], use_cache=False)
+    build(make_spec(slots=256, max_workers=128, elements_per_packet=16), load_target("bmv2"), out["wide"], use_cache=False)
     return out
 
 

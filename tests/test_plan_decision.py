@@ -105,6 +105,7 @@ def test_changed_decision_changes_the_model():
     assert _sums(_no_bitmap_check(plan)) == [[2] * 8, [2] * 8, [2] * 8]
 
 
+@pytest.mark.slow
 def test_changed_decision_changes_the_proofs():
     plan = _plan()
     mut = _no_bitmap_check(plan)

@@ -121,6 +121,7 @@ def test_a_planted_symlink_at_every_path_p4gen_writes_changes_no_file_outside_it
 
 
 # ------------------------------------------------------------------- item 1: verify's report
+@pytest.mark.slow
 def test_verify_writes_its_report_only_over_its_own_and_never_through_a_link(tmp_path, capsys):
     v = victim(tmp_path)
     before = snapshot(v)

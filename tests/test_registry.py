@@ -101,6 +101,7 @@ def test_the_switch_runs_the_toy_variant_exactly(toy):
     assert stats["multicast"] == 1 and stats["drop_stale"] == 1 and stats["absorbed"] == 1
 
 
+@pytest.mark.slow
 def test_the_layout_search_takes_the_toy_variant(toy):
     res = search(load_target("tofino"), Workload(4, 100.0, 10.0, 1 << 16), variant=toy.name, certify=False)
     assert res.best.spec.variant == toy.name

@@ -42,6 +42,7 @@ def test_no_solver_in_the_verifier_has_a_time_limit():
         assert "monotonic" not in text and "deadline" not in text, p.name
 
 
+@pytest.mark.slow
 def test_a_search_gives_the_same_answer_whatever_the_clock_says(monkeypatch):
     short = [_result(explore.search(_other_bit(), 2, 12, budget=b)) for b in (60, 10_000)]
     assert short[0][2] and short[0][3] is None           # 60 transitions: the budget ends it, no trace
@@ -75,6 +76,7 @@ def test_a_verdict_cut_short_by_the_search_budget_names_it_and_budget_raises_it(
     assert "40,000 transitions per search (--budget 1000)" in text
 
 
+@pytest.mark.slow
 def test_a_verdict_cut_short_by_the_solver_budget_names_it(monkeypatch, racing_clock):
     monkeypatch.setattr(budget, "QUERY_RLIMIT", 2_000)
     monkeypatch.setattr(runner, "SEARCH_DEPTH", 3)
