@@ -18,8 +18,8 @@ from .. import protocols
 from ..cliargs import int_in, number_in, seconds
 from ..filewrite import JSON, WORK, write_file
 from .errors import TestbedError
-from .network_options import (add_network_options, check_network_options, network_from_options,
-                              unwind_on_sigterm)
+from .network_options import (Progress, add_network_options, check_network_options, network_from_options,
+                              pointing_at_logs, unwind_on_sigterm)
 
 GLOO = "gloo"          # the baseline: torch.distributed's all-reduce on the same links
 
@@ -112,9 +112,12 @@ def run(args: argparse.Namespace, after=None):
         if why:
             raise TestbedError(why)
     results = []
-    with network_from_options(args, proto) as net:
+    net = network_from_options(args, proto, note=Progress())
+    with pointing_at_logs(net), net:
         _apply_loss(net, args.loss)
-        for _ in range(args.repeat):
+        for i in range(args.repeat):
+            if args.repeat > 1:
+                net.note(f"run {i + 1} of {args.repeat}")
             if args.protocol == GLOO:
                 r = harness.run_gloo(net, size=size, dtype=dtype, seed=args.seed, timeout=args.timeout)
             else:
@@ -175,7 +178,8 @@ def _cmd_up(args: argparse.Namespace) -> int:
     check_network_options(args)
 
     def session():
-        with network_from_options(args, args.protocol) as net:
+        net = network_from_options(args, args.protocol, note=Progress())
+        with pointing_at_logs(net), net:
             spec = net.job_spec(slot_count=64)
             net.program(spec)
             net.wait_forwarding()

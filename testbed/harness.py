@@ -244,6 +244,7 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
     if spec is None:
         win = min(win, plan.params.slots)
         spec = net.job_spec(slot_count=win)
+        net.note(f"{protocol}: programming the switch")
         net.program(spec)
     else:
         win = min(win, spec.slot_count)
@@ -259,7 +260,9 @@ def run_switchml(net: Network, *, size: int, dtype: str = "float32", seed: int =
         path = write_file(net.workdir / f"agent-{hosts[w.id]}.json", json.dumps(cfg), WORK, "worker config",
                           TestbedError)
         agents.start(w.id, hosts[w.id], [sys.executable, "-m", "p4gen.testbed.agent", str(path)])
+    net.note(f"{protocol}: started {n} workers")
     agents.wait_all("ready", 60.0, "ready")
+    net.note(f"{protocol}: {n} workers ready; all-reducing {size} elements, a window of {win} slots")
     c0 = net.link_counters()
     p0 = net.path_counters()
     pid0, cpu0 = _switch_pid_cpu(net)
@@ -357,6 +360,7 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
     n = len(topo.hosts)
     # Gloo's frames cross the switch node in its kernel bridge (p4gen.testbed.l2), not the P4 process;
     # the P4 switch is programmed as for the other protocols all the same
+    net.note("gloo: programming the switch")
     net.program(net.job_spec())
     master = topo.hosts[0]
     agents = _Agents(net)
@@ -367,7 +371,9 @@ def run_gloo(net: Network, *, size: int, dtype: str = "float32", seed: int = 0, 
         cfg = {"size": size, "dtype": dtype, "seed": seed, "rank": r, "out": str(net.workdir / f"gloo-{r}.npy")}
         path = write_file(net.workdir / f"gloo-{r}.json", json.dumps(cfg), WORK, "worker config", TestbedError)
         agents.start(r, h.name, [sys.executable, "-m", "p4gen.testbed.gloo_agent", str(path)], env=env)
+    net.note(f"gloo: started {n} workers (each imports torch, then they meet at {master.ip}:{port})")
     agents.wait_all("ready", 180.0, "ready (torch import and Gloo rendezvous)")
+    net.note(f"gloo: {n} workers ready; all-reducing {size} elements")
     c0 = net.host_counters()
     r0 = net.tcp_retransmissions()
     pid0, cpu0 = _switch_pid_cpu(net)

@@ -33,6 +33,7 @@ import shutil
 import time
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 from . import loss, procs
 from .errors import ReadinessError, TestbedError
@@ -41,9 +42,17 @@ from .program import JobSpec, WorkerSpec, program
 from .topo import SWITCH_IP, SWITCH_MAC, Topology
 
 
+def _silent(_line: str) -> None:
+    pass
+
+
 class Network:
     def __init__(self, topo, switch=None, plan_dir: str | Path | None = None, keep_logs: bool = False,
-                 loss: float = 0.0, delay: str | None = None):
+                 loss: float = 0.0, delay: str | None = None, note: Callable[[str], None] | None = None):
+        """``note``: called with one line at each step a person waits on (the network's build, the switch's
+        start, each job's workers): the CLI prints them as progress; by default they go nowhere."""
+        self.note = note or _silent
+        self.kept_logs: Path | None = None      # the work directory a failed network left, with its logs
         self.topo_arg = topo
         self.switch_cls = switch
         self.plan_dir = Path(plan_dir) if plan_dir else None
@@ -93,6 +102,10 @@ class Network:
             mtopo.nodeInfo(name)["net_id"] = self.id
         Mininet.inited = True            # skip Mininet.init()'s fixLimits (machine-wide sysctls)
         switch = partial(self.switch_cls or SoftSwitch, plan=self.plan_dir, workdir=self.workdir)
+        t0 = time.monotonic()
+        kind = (self.switch_cls or SoftSwitch).label
+        self.note(f"building network {self.id}: {len(self.topo.hosts)} hosts, {len(self.topo.links)} links, "
+                  f"{kind} switch; logs in {self.workdir}")
         self.mn = Mininet(mtopo, switch=switch, host=TestbedHost, controller=None, link=ShapedLink,
                           autoStaticArp=True, build=False)
         self.mn.build()
@@ -101,10 +114,12 @@ class Network:
             self._set_mtu(self.mtu)
         for h in self.topo.hosts:
             self.mn[h.name].setARP(SWITCH_IP, SWITCH_MAC)
+        self.note(f"starting the {kind} switch {self.topo.aggregator.name}")
         self.mn.start()
         self._pin_leaves()
         if self.initial_loss:
             self.set_loss(self.initial_loss)
+        self.note(f"network {self.id} up in {time.monotonic() - t0:.1f} s")
 
     def _set_mtu(self, mtu: int) -> None:
         """Every link end (hosts, leaves, the aggregating switch's front ports) to ``mtu``: the plan's
@@ -145,6 +160,8 @@ class Network:
                 procs.end_own(self.id)
                 if self.workdir is not None and not failed and not self.keep_logs:
                     shutil.rmtree(self.workdir, ignore_errors=True)
+                elif self.workdir is not None and failed and self.workdir.is_dir():
+                    self.kept_logs = self.workdir
 
     # -- nodes
     @property

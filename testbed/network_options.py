@@ -9,6 +9,7 @@ unwind like Ctrl-C, so a network's teardown runs either way.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import signal
 from pathlib import Path
@@ -42,8 +43,9 @@ def check_network_options(args: argparse.Namespace) -> None:
         raise TestbedError(f"--bw {args.bw} must be positive (Mbit/s)")
 
 
-def network_from_options(args: argparse.Namespace, protocol: str):
-    """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay."""
+def network_from_options(args: argparse.Namespace, protocol: str, note=None):
+    """The (not yet built) Network for ``args``: topology, switch class, plan, loss and delay.  ``note``
+    (one line a step: the build, the network, the switch, each job) is the CLI's progress."""
     from . import loss, procs
 
     procs.require()                      # root, Mininet and the tools, before importing Mininet
@@ -59,8 +61,43 @@ def network_from_options(args: argparse.Namespace, protocol: str):
         raise TestbedError(f"--target {target} is for the software switch (--switch soft); BMv2 runs bmv2 builds")
     loss.check_delay(args.delay)
     topo = topology(args.topo, args.workers, args.bw)
+    if note is not None:
+        note(f"building the {protocol} program for {target}" +
+             (" and compiling it with p4c-bm2-ss for BMv2" if switch is BMv2Switch else ""))
     plan = plan_for(protocol, args.workers, args.plan_cache, compile_p4=switch is BMv2Switch, target=target)
-    return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay)
+    return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay, note=note)
+
+
+class Progress:
+    """The testbed commands' progress: ``testbed +12.3 s: line`` on stderr, flushed, so it shows on a
+    pipe and in a log as the steps happen (the results stay on stdout)."""
+
+    def __init__(self, stream=None):
+        import sys
+        import time
+
+        self.stream = stream or sys.stderr
+        self.clock = time.monotonic
+        self.t0 = self.clock()
+
+    def __call__(self, line: str) -> None:
+        self.stream.write(f"testbed +{self.clock() - self.t0:.1f} s: {line}\n")
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def pointing_at_logs(net):
+    """A testbed failure inside the block says where the failed network's logs were kept, when its
+    message does not name them already."""
+    from p4gen.errors import P4genError
+
+    try:
+        yield
+    except P4genError as exc:
+        where = getattr(net, "kept_logs", None)
+        if where is not None and str(where) not in str(exc):
+            exc.args = (f"{exc}; the logs of the failed run are in {where}",)
+        raise
 
 
 def unwind_on_sigterm(fn):

@@ -155,6 +155,7 @@ def test_inner_placement_is_the_brute_force_minimum(variant, values, slots, time
         assert not inner.certify(prof, regs, deps, found.stages_used - 1)
 
 
+@pytest.mark.slow
 def test_the_packet_counter_takes_sram_in_the_values_first_stage_only():
     # 3 value arrays of 3 blocks, stages of 6 blocks and 2 ALUs: the first value stage holds one beside the
     # counter's block, the next stage two, so the program ends in stage 7, as brute force finds
@@ -240,6 +241,7 @@ def test_more_values_than_a_pass_holds_are_streamed_on_tofino1():
 
 
 # -- the CLI -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_plan_prints_best_references_and_builds_it(tmp_path, capsys):
     out = tmp_path / "tofino.json"
     assert main(["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "10",
@@ -268,10 +270,11 @@ BAD = [
      "workers=20 need 20 ports in one pipe (a job's registers live in one pipe); tofino has 16 ports of 100 Gb/s per pipe"),
     (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "200", "--rtt-us", "10", "--size", "1MiB"],
      "link_gbps=200 exceeds tofino's fastest port (100 Gb/s)"),
-    (["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "5000", "--size", "256MiB",
-      "--fill-rtt"],
-     "filling a 5000 us RTT at 100 Gb/s needs a window of 234369 slots even with the closest layout (48 elements in 4 "
-     "pass(es) over 4 pipe(s)); tofino's SRAM (48 blocks per stage, 12 stages) fits 26624"),
+    pytest.param(["plan", "--target", "tofino", "--workers", "8", "--link-gbps", "100", "--rtt-us", "5000", "--size",
+                  "256MiB", "--fill-rtt"],
+                 "filling a 5000 us RTT at 100 Gb/s needs a window of 234369 slots even with the closest layout (48 "
+                 "elements in 4 pass(es) over 4 pipe(s)); tofino's SRAM (48 blocks per stage, 12 stages) fits 26624",
+                 marks=pytest.mark.slow),                         # a whole layout search
     (["plan", "--target", "tofino", "--workers", "4", "--rtt-us", "10"], "--link-gbps --size are needed to plan a layout"),
     (["plan", "--target", "tofino", "--workers", "4", "--link-gbps", "1", "--rtt-us", "1", "--size", "12 MB"],
      "--size '12 MB' must be a number of elements or a size such as 256MiB"),
@@ -286,11 +289,14 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("args,error", BAD, ids=[" ".join(a[:4]) + "..." for a, _ in BAD])
+@pytest.mark.parametrize("args,error", BAD, ids=[" ".join((c.values if hasattr(c, "values") else c)[0][:4]) + "..."
+                                                  for c in BAD])
 def test_bad_requests_get_one_line(args, error, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(args) == 1
-    assert capsys.readouterr().err == f"p4gen: error: {error}\n"
+    *steps, last = capsys.readouterr().err.splitlines()
+    assert last == f"p4gen: error: {error}"
+    assert all(re.match(r"plan \+[0-9.]+ s: ", s) for s in steps), steps   # a refusal found by the search follows its progress
 
 
 def _layout_file(tmp_path, **change) -> Path:
@@ -305,6 +311,7 @@ def _layout_file(tmp_path, **change) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_tampered_layouts_are_refused_by_the_fit_pass(tmp_path, capsys):
     p = _layout_file(tmp_path)
     doc = json.loads(p.read_text())
@@ -333,6 +340,7 @@ def test_tampered_layouts_are_refused_by_the_fit_pass(tmp_path, capsys):
 
 
 # -- several jobs --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_three_jobs_beat_the_equal_split_and_emit_valid_job_files(tmp_path, capsys):
     out = tmp_path / "jobs"
     assert main(["plan", "--target", "tofino", "--jobs", str(EXAMPLES / "three-jobs.toml"), "--out", str(out)]) == 0
@@ -448,6 +456,7 @@ def test_plan_replaces_its_own_unchanged_layout_file_and_refuses_an_edited_one(t
     assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
 
 
+@pytest.mark.slow
 def test_plan_jobs_keeps_a_job_file_whose_addresses_the_user_edited_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "jobs"
     args = ["plan", "--target", "tofino", "--jobs", str(EXAMPLES / "three-jobs.toml"), "--out", str(out)]

@@ -20,15 +20,19 @@ from pathlib import Path
 
 import pytest
 
-from leakcheck import leaks, snapshot
-from p4gen.testbed import harness, procs
-from p4gen.testbed.cli import hand_start
-from p4gen.testbed.errors import JobError, ReadinessError
-from p4gen.testbed.mntopo import TwoLevelTopo
-from p4gen.testbed.net import Network
-from p4gen.testbed.nodes import SoftSwitch
-from p4gen.testbed.plans import build_plan
-from p4gen.testbed.topo import star
+from needs import modules
+
+modules("the testbed", "mininet")
+
+from leakcheck import leaks, snapshot  # noqa: E402
+from p4gen.testbed import harness, procs  # noqa: E402
+from p4gen.testbed.cli import hand_start  # noqa: E402
+from p4gen.testbed.errors import JobError, ReadinessError  # noqa: E402
+from p4gen.testbed.mntopo import TwoLevelTopo  # noqa: E402
+from p4gen.testbed.net import Network  # noqa: E402
+from p4gen.testbed.nodes import SoftSwitch  # noqa: E402
+from p4gen.testbed.plans import build_plan  # noqa: E402
+from p4gen.testbed.topo import star  # noqa: E402
 
 if os.environ.get("P4GEN_TESTBED_DATAPLANE"):
     SoftSwitch.module = os.environ["P4GEN_TESTBED_DATAPLANE"]
@@ -278,6 +282,27 @@ def test_run_with_cli_prints_the_row_then_the_prompt(clean, tmp_path):
     assert "1 packets transmitted, 1 received" in out.stderr, out.stderr     # Mininet prints node output there
     doc = json.loads((tmp_path / "r.json").read_text())["runs"]
     assert doc[0]["loss"] == 0.0 and doc[0]["loss_seen"] == 0.0 and doc[0]["exact"]
+    # progress on stderr (a pipe here), one plain line per step, as it happens
+    steps = [re.sub(r"^testbed \+[0-9.]+ s: ", "", ln) for ln in out.stderr.splitlines() if ln.startswith("testbed +")]
+    assert [re.sub(r"p4g[0-9a-f]{4}|/tmp/\S+|[0-9.]+ s$", "X", ln) for ln in steps] == [
+        "building the switchml program for bmv2", "building network X: 2 hosts, 2 links, soft switch; logs in X",
+        "starting the soft switch s1", "network X up in X", "switchml: programming the switch",
+        "switchml: started 2 workers", "switchml: 2 workers ready; all-reducing 4096 elements, a window of 64 slots"]
+
+
+def test_a_failed_run_says_where_its_logs_are(clean):
+    out = subprocess.run(P4GEN + ["testbed", "run", "--workers", "2", "--switch", "soft", "--size", "4096",
+                                  "--fault", "kill-worker", "--stall-timeout", "2"],
+                         capture_output=True, text=True, timeout=180)
+    assert out.returncode == 1
+    last = out.stderr.splitlines()[-1]
+    m = re.fullmatch(r"p4gen: error: worker 1 \(h2\) was killed .*; the logs of the failed run are in (/\S+)", last)
+    assert m, out.stderr
+    logs = Path(m.group(1))
+    try:
+        assert (logs / "agent-h2.log").is_file() or any(logs.glob("*.log")), sorted(logs.iterdir())
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
 
 
 @pytest.mark.parametrize("name,lines", [("star_soft", [r"^SwitchML, 3 workers, 65536 float32: [0-9.]+ s, exact sums: True$"]),

@@ -27,7 +27,7 @@ found; every pipe-group assignment is tried for each layout that remains.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from .. import protocols
 from ..errors import InfeasibleError
@@ -279,8 +279,11 @@ def equal_split(profile: TargetProfile, jobs: list[Job], split: Split) -> Split:
 
 
 def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespan",
-              variant: str | None = None, widths: list[int] | None = None) -> tuple[Split, int]:
-    """The best common layout and split for ``jobs``; also the number of layouts evaluated."""
+              variant: str | None = None, widths: list[int] | None = None,
+              progress: Callable[[str], None] | None = None) -> tuple[Split, int]:
+    """The best common layout and split for ``jobs``; also the number of layouts evaluated.  ``progress``
+    is called with one line as each stage of the search begins."""
+    note = progress or (lambda _line: None)
     if objective not in SPLIT_OBJECTIVES:
         raise InfeasibleError(f"objective={objective!r} must be makespan or sum for several jobs")
     protocol = (protocols.sparse_protocol() if any(j.workload.density < 1 for j in jobs) else protocols.DEFAULT).name
@@ -299,7 +302,10 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
                      jobs=len(jobs), value_width=max(widths or [32]))
     ctx = S.SearchContext(profile, jobs[0].workload, base)
     layouts = []
-    for e, p, mode, pipes, w in S.shapes(ctx, widths or [32]):
+    all_shapes = S.shapes(ctx, widths or [32])
+    note(f"fitting {len(all_shapes)} layouts of {protocol} ({variant}) to {profile.name} with a slot for each of "
+         f"{len(jobs)} jobs")
+    for e, p, mode, pipes, w in all_shapes:
         spec = replace(base, elements_per_packet=e, value_width=w)
         shape = PassShape(p, mode, pipes)
         smax = S.largest_slots(ctx, spec, shape)
@@ -309,6 +315,7 @@ def plan_jobs(profile: TargetProfile, jobs: list[Job], objective: str = "makespa
     if not layouts:
         raise InfeasibleError(f"no layout of {protocol} on {profile.name} has a slot for each of {len(jobs)} jobs")
     layouts.sort(key=lambda t: t[0])
+    note(f"{len(layouts)} fit; splitting the slots between the jobs, best bound first")
     best: Split | None = None
     evaluated = 0
     for bound, spec, shape, smax in layouts:

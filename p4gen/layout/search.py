@@ -18,7 +18,7 @@ import functools
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from ..planner import placement
 from .. import planner, protocols
@@ -219,8 +219,11 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
            variant: str | None = None,
            widths: list[int] | None = None, objective: str = "time", slack: float = 0.05,
            max_workers: int | None = None, top: int = 4, certify: bool = True,
-           fill_rtt: bool = False, headroom: float = 2.0) -> SearchResult:
-    """The best layout of ``workload`` on ``profile`` for ``objective``, its runners-up and the references."""
+           fill_rtt: bool = False, headroom: float = 2.0,
+           progress: Callable[[str], None] | None = None) -> SearchResult:
+    """The best layout of ``workload`` on ``profile`` for ``objective``, its runners-up and the references.
+    ``progress`` is called with one line as each stage of the search begins (the CLI prints them)."""
+    note = progress or (lambda _line: None)
     if objective not in OBJECTIVES:
         raise InfeasibleError(f"objective={objective!r} must be one of {', '.join(OBJECTIVES)}")
     why = workload_problem(profile, workload)
@@ -239,6 +242,8 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
         raise InfeasibleError(f"window headroom {headroom:g} must be in 1..100")
     ctx = SearchContext(profile, workload, base, headroom)
     all_shapes = shapes(ctx, widths)
+    note(f"fitting {len(all_shapes)} layouts of {protocol} ({variant}) to {profile.name}: elements per packet, "
+         f"passes, pipes, each at its most slots")
     fitted: list[tuple[Spec, PassShape, int]] = []
     for e, p, mode, pipes, w in all_shapes:
         spec = replace(base, elements_per_packet=e, value_width=w)
@@ -248,6 +253,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
             fitted.append((spec, shape, smax))
     if not fitted:
         raise InfeasibleError(_nothing_fits(profile, protocol, variant, mw))
+    note(f"{len(fitted)} fit; predicting each one's time at its best window")
     fastest = [candidate(ctx, spec, shape, _window_for(ctx, spec, shape, smax, None)) for spec, shape, smax in fitted]
     all_fitted = fitted
     if fill_rtt:
@@ -278,6 +284,7 @@ def search(profile: TargetProfile, workload: Workload, *, protocol: str = protoc
     result = SearchResult(profile, workload, objective, best, runners, references(ctx, all_fitted), len(all_shapes),
                           len(all_fitted), MAX_HEADER_SLOTS)
     if certify and profile.has_stage_limits:
+        note("certifying with Z3 that the best layout's stage placement uses the fewest stages")
         lay = _placed(ctx, best.spec, best.shape, best.spec.slots)
         regs = [{"name": r.name, "role": r.role, "entries": r.entries, "entry_bits": r.entry_bits} for r in lay.registers]
         result.certified = placement.certify(profile, regs, lay.timing_with_tail, best.stages_used)
