@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from p4gen.testbed.errors import JobError
-from p4gen.testbed.harness import _Agents, window_and_timeout
-from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
+from needs import modules
+
+modules("the testbed", "mininet")
+
+from p4gen.testbed.errors import JobError  # noqa: E402
+from p4gen.testbed.harness import _Agents, window_and_timeout  # noqa: E402
+from p4gen.testbed.nodes import BMv2Switch, SoftSwitch  # noqa: E402
 
 
 class _Proc:

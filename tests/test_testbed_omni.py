@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import pytest
 
-from leakcheck import leaks, snapshot
-from p4gen.testbed import harness, procs
-from p4gen.testbed.net import Network
-from p4gen.testbed.nodes import SoftSwitch
-from p4gen.testbed.plans import build_plan
-from p4gen.testbed.topo import star
-from p4gen.wire import FrameLayout
+from needs import modules
+
+modules("the testbed", "mininet")
+
+from leakcheck import leaks, snapshot  # noqa: E402
+from p4gen.testbed import harness, procs  # noqa: E402
+from p4gen.testbed.net import Network  # noqa: E402
+from p4gen.testbed.nodes import SoftSwitch  # noqa: E402
+from p4gen.testbed.plans import build_plan  # noqa: E402
+from p4gen.testbed.topo import star  # noqa: E402
+from p4gen.wire import FrameLayout  # noqa: E402
 
 _why = procs.missing_requirements() or SoftSwitch.missing()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(_why is not None, reason=_why or "")]

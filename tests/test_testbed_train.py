@@ -15,10 +15,14 @@ import sys
 
 import pytest
 
-from leakcheck import leaks, snapshot
-from p4gen.extras import lacking
-from p4gen.testbed import procs
-from p4gen.testbed.nodes import SoftSwitch
+from needs import modules
+
+modules("the testbed", "mininet")
+
+from leakcheck import leaks, snapshot  # noqa: E402
+from p4gen.extras import lacking  # noqa: E402
+from p4gen.testbed import procs  # noqa: E402
+from p4gen.testbed.nodes import SoftSwitch  # noqa: E402
 
 # torch and scikit-learn are looked up, not imported: collecting this file stays cheap
 _why = procs.missing_requirements() or SoftSwitch.missing() or lacking("training", "torch", "sklearn")
