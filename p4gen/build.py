@@ -248,7 +248,8 @@ def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[
             cmd += ["-o", str(outputs["program.json"]), "--p4runtime-files", str(outputs["p4info.p4c.txtpb"])]
         cmd.append(str(src))
         rc, text = run(cmd, seconds=seconds)
-        log = log_bytes(text.replace(str(src), PROGRAM))
+        shown = " ".join([name] + [PROGRAM if a == str(src) else a.replace(tmp + "/", "") for a in cmd[1:]])
+        log = log_bytes(f"$ {shown}\n" + text.replace(str(src), PROGRAM))
         if rc is None:
             raise CompileFailed(f"{name} did not finish {PROGRAM} within {seconds:g} s ({TIMEOUT_NOTE})",
                                 {"compile.log": log})
@@ -289,7 +290,7 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
             except CompileFailed as exc:
                 exc.files, exc.key = {**files, **exc.files}, key
                 raise
-            files.update(_with_allocation(plan, files, extra["compiler"], extra["compiler_version"]))
+            files.update(_with_check(plan, files, extra["compiler"], extra["compiler_version"]))
         if use_cache:
             _cache_put(key, files)
     else:
@@ -299,18 +300,20 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
     return key, files, plan, hit
 
 
-def _with_allocation(plan: Plan, files: dict[str, bytes], compiler: str, version_text: str) -> dict[str, bytes]:
-    """report.txt and report.json with the Tofino compiler's allocation beside the prediction,
-    when the compile left its resource logs; otherwise nothing."""
+def _with_check(plan: Plan, files: dict[str, bytes], compiler: str, version_text: str) -> dict[str, bytes]:
+    """report.txt and report.json of a compiled build: which compiler checked the program and what that
+    covers, and the Tofino compiler's allocation beside the prediction when the compile left its logs."""
     from . import tofino_compiler as tc
-    from .emit.report import render_report_text, report_dict
+    from .emit.report import compiled_by, render_report_text, report_dict
 
+    check = compiled_by(compiler, tc.version_label(compiler, version_text))
+    doc = {**report_dict(plan), "compiled": check}
     if tc.RESOURCES not in files:
-        return {}
-    alloc = tc.parse(files[tc.RESOURCES], files[tc.PHV], compiler=tc.version_label(compiler, version_text))
-    report = report_dict(plan)
-    text = render_report_text(plan) + "\n".join(tc.comparison_lines(report, alloc)) + "\n"
-    doc = {**report, "allocated": alloc.to_dict()}
+        text = render_report_text(plan, check)
+    else:
+        alloc = tc.parse(files[tc.RESOURCES], files[tc.PHV], compiler=check["compiler"])
+        text = render_report_text(plan, check, allocated=True) + "\n".join(tc.comparison_lines(doc, alloc)) + "\n"
+        doc["allocated"] = alloc.to_dict()
     return {"report.txt": text.encode(), "report.json": (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()}
 
 

@@ -48,16 +48,34 @@ def _cmd_targets(args: argparse.Namespace) -> int:
     from .target import builtin_names, load_target, load_target_file
 
     profiles = [load_target_file(args.target_file)] if args.target_file is not None else [load_target(n) for n in builtin_names()]
-    cols = ("name", "arch", "pipes", "stages", "alus_per_stage", "sram_blocks_per_stage", "phv_bits",
-            "tagalong_bits", "lanes_per_register", "max_passes", "mtu_bytes")
-    heads = ("target", "arch", "pipes", "stages", "ALUs/stage", "SRAM blk/stage", "PHV bits", "tagalong",
-             "lanes/reg", "passes", "MTU")
-    rows = [[str(getattr(p, c)) if getattr(p, c) is not None else "-" for c in cols] for p in profiles]
+    heads = ("target", "arch", "pipes", "stages", "ALUs/stage", "register SRAM blk/stage", "PHV bits", "lanes/reg",
+             "passes", "MTU")
+    rows = [[p.name, p.arch, str(p.pipes), _cell(p.stages), _cell(p.alus_per_stage), _of(p.register_sram_limit,
+             p.sram_blocks_per_stage), _phv_cell(p), str(p.lanes_per_register), str(p.max_passes), str(p.mtu_bytes)]
+            for p in profiles]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
     print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
     for r, p in zip(rows, profiles):
         print("  ".join(v.ljust(w) for v, w in zip(r, widths)) + f"  {p.description}")
+    print("register SRAM and PHV bits are the limits a build is held to (report.txt's x/limit); \"of N\" is the "
+          "chip's total where the Tofino compiler gives registers or a program less")
     return 0
+
+
+def _cell(v) -> str:
+    return "-" if v is None else str(v)
+
+
+def _of(limit: int | None, total: int | None) -> str:
+    return _cell(limit) if limit == total or total is None else f"{limit} of {total}"
+
+
+def _phv_cell(p) -> str:
+    budget, containers = p.phv_budget_bits, p.phv_container_bits
+    if budget is None:
+        return "-"
+    cell = _of(budget, containers)
+    return cell + (f" ({p.phv_bits} + {p.tagalong_bits} tagalong)" if p.tagalong_bits and budget == containers else "")
 
 
 def _spec_from_args(args: argparse.Namespace):
@@ -206,6 +224,8 @@ def _report_builds(args: argparse.Namespace, results: list, t0: float) -> int:
         print(f"built {r['protocol']} ({r['variant']}) for {r['target']}: "
               f"slots={r['slots']} elements_per_packet={r['elements_per_packet']} passes={r['passes']} "
               f"max_workers={r['max_workers']} -> {res.out_dir}/ ({'cache hit' if res.cache_hit else 'built'})")
+        if "compiled" in r:
+            print(f"  checked by {r['compiled']['compiler']}: {r['compiled']['covers']}")
         for name in sorted(res.files):
             print(f"  {res.out_dir / name}")
     print(f"{len(results)} build(s) in {dt * 1000:.0f} ms")

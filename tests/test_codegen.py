@@ -230,14 +230,27 @@ def test_output_path_that_is_a_file(tmp_path, capsys):
     assert f.read_text() == "x"
 
 
-def test_targets_lists_limits(capsys):
+def test_targets_lists_the_limits_builds_use(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(tmp_path / "cache"))
     assert main(["targets"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split()[:4] == ["target", "arch", "pipes", "stages"]
-    rows = {line.split()[0]: line.split() for line in out[1:]}
+    head = out[0]
+    names = ("target", "arch", "pipes", "stages", "ALUs/stage", "register SRAM blk/stage", "PHV bits", "lanes/reg",
+             "passes", "MTU")
+    cols = [head.index(h) for h in names] + [None]
+    rows = {ln.split()[0]: dict(zip(names, (ln[a:b].strip() for a, b in zip(cols, cols[1:])))) for ln in out[1:5]}
     assert list(rows) == ["bmv2", "soft", "tofino", "tofino2"]
-    assert rows["tofino"][:6] == ["tofino", "tna", "4", "12", "4", "80"]
-    assert rows["bmv2"][10] == "1500" and rows["soft"][10] == "9000"          # the MTU column
+    got = {t: (r["register SRAM blk/stage"], r["PHV bits"]) for t, r in rows.items()}
+    assert got == {"bmv2": ("-", "-"), "soft": ("-", "-"), "tofino": ("48 of 80", "6144 (4096 + 2048 tagalong)"),
+                   "tofino2": ("48 of 80", "3760 of 5120")}
+    assert rows["bmv2"]["MTU"].split()[0] == "1500" and rows["soft"]["MTU"].split()[0] == "9000"
+    assert out[5].startswith("register SRAM and PHV bits are the limits a build is held to")
+    # the same limits as a build's report.txt
+    for target in ("tofino", "tofino2"):
+        assert main(["build", "--target", target, "--slots", "64", "--out", str(tmp_path / target)]) == 0
+        report = (tmp_path / target / "report.txt").read_text()
+        assert f"/{got[target][0].split()[0]}  " in report                   # a stage's SRAM blocks x/48
+        assert re.search(rf"PHV bits \d+/{got[target][1].split()[0]},", report), report
 
 
 # -- real compilers, where installed -------------------------------------------------
@@ -283,11 +296,12 @@ def test_tna_goldens_pass_the_frontend(target, stem):
 
 
 @pytest.mark.parametrize("target,define", [("tofino", "-D__TARGET_TOFINO__=1"), ("tofino2", "-D__TARGET_TOFINO__=2")])
-def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeypatch):
-    """`p4gen build --compile` passes the define the open tna.p4 / t2na.p4 need (checked with a stand-in p4test)."""
+def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeypatch, capsys):
+    """`p4gen build --compile` passes the define the open tna.p4 / t2na.p4 need (checked with a stand-in p4test),
+    and says that p4test checked the front end only: the stages, PHV and SRAM stay predictions."""
     fake = tmp_path / "bin" / "p4test"
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo p4test 0.0; exit 0; fi\n"
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo p4test; echo Version 0.0; exit 0; fi\n"
                     f"echo \"$@\" > {tmp_path / 'argv'}\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
@@ -296,6 +310,16 @@ def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeyp
     argv = (tmp_path / "argv").read_text().split()
     assert argv[:4] == ["--std", "p4-16", define, "-I"] and argv[4] == "/opt/tna-include"
     assert argv[5].endswith("program.p4")
+    checked = ("the front end only (syntax, types, the architecture's externs), not stages, PHV or SRAM")
+    assert capsys.readouterr().out.splitlines()[1] == f"  checked by p4test Version 0.0: {checked}"
+    assert (tmp_path / "o" / "compile.log").read_text() == f"$ p4test --std p4-16 {define} -I /opt/tna-include program.p4\n"
+    assert (tmp_path / "o" / "report.txt").read_text().splitlines()[-3:] == [
+        "  predicted    the figures above are p4gen's model: no Tofino compiler allocated them (--compile with "
+        "p4c-barefoot or bf-p4c on PATH does)",
+        "  compiled by  p4test Version 0.0; its log is compile.log",
+        f"  checked      {checked}"]
+    assert json.loads((tmp_path / "o" / "report.json").read_text())["compiled"] == {
+        "compiler": "p4test Version 0.0", "covers": checked}
 
 
 def test_several_targets_build_in_parallel(tmp_path, capsys):
@@ -337,7 +361,9 @@ def test_spec_file_errors(tmp_path, capsys):
 def test_build_compile_caches_the_compiler_output(tmp_path):
     assert main(["build", "--target", "bmv2", "--slots", "64", "--compile", "--out", str(tmp_path / "a")]) == 0
     assert json.loads((tmp_path / "a" / "program.json").read_text())["program"].endswith("program.p4")
-    assert (tmp_path / "a" / "compile.log").read_text() == ""
+    assert (tmp_path / "a" / "compile.log").read_text() == (
+        "$ p4c-bm2-ss --std p4-16 --arch v1model -o program.json --p4runtime-files p4info.p4c.txtpb program.p4\n")
+    assert "  checked      the whole program for BMv2" in (tmp_path / "a" / "report.txt").read_text()
     res = buildmod.build(make_spec(slots=64), load_target("bmv2"), tmp_path / "b", compile_p4=True)
     assert res.cache_hit and _files(tmp_path / "a") == _files(tmp_path / "b")
 

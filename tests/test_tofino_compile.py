@@ -74,12 +74,16 @@ echo '{"containers":[{"bit_width":32,"container_type":"normal","slices":[{"field
 """
 
 
-def test_a_compiled_build_reports_what_was_allocated_beside_the_prediction(tmp_path, monkeypatch):
+def test_a_compiled_build_reports_what_was_allocated_beside_the_prediction(tmp_path, monkeypatch, capsys):
     _stand_in(tmp_path, _LOGS)
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
     out = tmp_path / "o"
     assert main(["build", "--target", "tofino", "--slots", "64", "--compile", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  checked by p4c-barefoot Version 9.9: stages, stateful ALUs, SRAM and PHV as allocated on the chip, "
+        "beside p4gen's prediction")
     text = (out / "report.txt").read_text()
+    assert "  predicted    the figures above are p4gen's model; the compiler's allocation is below\n" in text
     assert "  compiled by  p4c-barefoot Version 9.9; its log is compile.log" in text
     rows = {ln[2:16].strip(): ln[16:].split() for ln in text.splitlines()[-40:] if ln.startswith("  ") and len(ln) > 16}
     assert rows["stages"][1] == "4" and rows["stateful ALUs"][1] == "1" and rows["SRAM registers"][1] == "2"

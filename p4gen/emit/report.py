@@ -54,7 +54,39 @@ def _pass_note(p) -> str:
     return "; " + "; ".join(notes) if notes else ""
 
 
-def render_report_text(plan: Plan) -> str:
+# What a compile by each compiler checks of a program, as `p4gen build --compile` and report.txt say it.
+CHECKS = {
+    "p4test": "the front end only (syntax, types, the architecture's externs), not stages, PHV or SRAM",
+    "p4c-bm2-ss": "the whole program for BMv2 (program.json, P4Info); BMv2 has no stage, PHV or SRAM limits",
+    "p4c-barefoot": "stages, stateful ALUs, SRAM and PHV as allocated on the chip, beside p4gen's prediction",
+    "bf-p4c": "stages, stateful ALUs, SRAM and PHV as allocated on the chip, beside p4gen's prediction",
+}
+
+
+def compiled_by(compiler: str, version_label: str) -> dict[str, str]:
+    """report.json's ``compiled``: which compiler checked the program (its ``--version`` line) and what that
+    check covers."""
+    return {"compiler": version_label, "covers": CHECKS[compiler]}
+
+
+def _prediction_note(plan: Plan, compiled: dict[str, str] | None, allocated: bool) -> list[str]:
+    """Lines that say which figures are p4gen's predictions, on a target whose stages the Tofino compiler
+    allocates; and, after a compile, what the compiler checked."""
+    lines = []
+    if plan.target.has_stage_limits:
+        if allocated:
+            lines.append("  predicted    the figures above are p4gen's model; the compiler's allocation is below")
+        else:
+            lines.append("  predicted    the figures above are p4gen's model: no Tofino compiler allocated them "
+                         "(--compile with p4c-barefoot or bf-p4c on PATH does)")
+    if compiled is not None and not allocated:
+        lines += [f"  compiled by  {compiled['compiler']}; its log is compile.log", f"  checked      {compiled['covers']}"]
+    return lines
+
+
+def render_report_text(plan: Plan, compiled: dict[str, str] | None = None, allocated: bool = False) -> str:
+    """report.txt.  ``compiled``: :func:`compiled_by` of a ``--compile`` build; ``allocated``: the Tofino
+    compiler's allocation follows (:func:`p4gen.tofino_compiler.comparison_lines`)."""
     r = report_dict(plan)
     p = plan.params
     tot = r["totals"]
@@ -90,4 +122,5 @@ def render_report_text(plan: Plan) -> str:
                      f"{alt['register_bits_delta'] // 8:+d} bytes of state")
     else:
         lines.append(f"  other variant {alt['variant']}: does not fit ({alt['why']})")
+    lines += _prediction_note(plan, compiled, allocated)
     return "\n".join(lines) + "\n"
