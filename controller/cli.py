@@ -49,7 +49,8 @@ def _cmd_push(args: argparse.Namespace) -> int:
     with conn:
         Controller(build, conn).push()
     info = build.p4info
-    print(f"pushed {build.path}: P4Info {info.pkg_info.name} ({len(info.tables)} tables, {len(info.actions)} actions, "
+    named = info.pkg_info.name or build.p4info_file          # p4c's P4Info names no package
+    print(f"pushed {build.path}: P4Info {named} ({len(info.tables)} tables, {len(info.actions)} actions, "
           f"{len(info.counters)} counters, {len(info.registers)} registers), device config "
           f"{build.device_config_name}, to switch at {args.addr} (device {args.device_id})")
     return 0

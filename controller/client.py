@@ -113,7 +113,7 @@ class SwitchConnection:
     # ------------------------------------------------------------ RPCs
     def _translate(self, exc: grpc.RpcError, rpc: str, updates: int | None = None):
         return translate_rpc_error(exc, addr=self.addr, rpc=rpc, timeout=self.timeout,
-                                   election_id=self.election_id, updates=updates)
+                                   election_id=self.election_id, updates=updates, device_id=self.device_id)
 
     def _eid(self, msg) -> None:
         msg.election_id.high = self.election_id >> 64

@@ -95,7 +95,8 @@ def _one_line(text: str) -> str:
 
 
 def translate_rpc_error(exc: grpc.RpcError, *, addr: str, rpc: str, timeout: float,
-                        election_id: int | None = None, updates: int | None = None) -> ControllerError:
+                        election_id: int | None = None, updates: int | None = None,
+                        device_id: int | None = None) -> ControllerError:
     """Map a failed RPC to a ControllerError with a message a user can act on."""
     code = exc.code() if hasattr(exc, "code") else None
     details = _one_line(exc.details() if hasattr(exc, "details") else str(exc)) or "no details"
@@ -116,6 +117,11 @@ def translate_rpc_error(exc: grpc.RpcError, *, addr: str, rpc: str, timeout: flo
             lines = [f"{where} rejected {count}{total} updates of a write batch{listed}:"]
             lines += [f"  update {i}: {c}: {_one_line(m)}" for i, c, m in failures]
             return WriteError("\n".join(lines), failures)
+    if rpc == "SetForwardingPipelineConfig" and "assign device" in details:
+        # BMv2's P4Runtime server (PI) takes arbitration for any device id, then cannot assign one it does not run
+        dev = f" {device_id}" if device_id is not None else ""
+        return PipelineError(f"{where} has no device{dev} ({details}): pass the id the switch was started with "
+                             f"(simple_switch_grpc --device-id) as --device-id")
     if rpc == "SetForwardingPipelineConfig" and code in (grpc.StatusCode.INVALID_ARGUMENT,
                                                          grpc.StatusCode.FAILED_PRECONDITION):
         return PipelineError(f"{where} rejected the pipeline: {details}")

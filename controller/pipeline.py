@@ -35,6 +35,7 @@ class Build:
     plan: Plan
     p4info: p4info_pb2.P4Info
     device_config: bytes
+    p4info_file: str = P4INFO        # the file the P4Info came from: p4gen's, or p4c's beside its JSON
 
     @property
     def device_config_name(self) -> str:
@@ -82,4 +83,4 @@ def load_build(path: str | Path) -> Build:
     diff = p4info_diff(expected, info, strict=(name == P4INFO))
     if diff:
         raise PlanError(f"{str(d / name)!r} does not match plan.json in the same directory: {diff}")
-    return Build(d, plan, info, device_config)
+    return Build(d, plan, info, device_config, name)

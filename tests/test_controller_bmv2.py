@@ -49,11 +49,14 @@ def build_dir(tmp_path_factory):
 
 
 @pytest.fixture
-def bmv2(tmp_path):
+def bmv2(tmp_path, request):
+    """(P4Runtime address, Thrift port) of a simple_switch_grpc with no program; device id 0, or the
+    test's indirect parameter."""
     grpc_port, thrift_port = free_port(), free_port()
     log = tmp_path / "simple_switch_grpc.log"
+    device = str(getattr(request, "param", 0))
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(["simple_switch_grpc", "--no-p4", "--device-id", "0", "--thrift-port",
+        proc = subprocess.Popen(["simple_switch_grpc", "--no-p4", "--device-id", device, "--thrift-port",
                                  str(thrift_port), "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}"],
                                 stdout=fh, stderr=subprocess.STDOUT)
     addr = f"127.0.0.1:{grpc_port}"
@@ -98,6 +101,21 @@ def test_push_setup_counters_teardown_on_bmv2(build_dir, bmv2):
             with pytest.raises(ControllerError) as exc:
                 ctl.reset_registers(thrift_port)
             assert "simple_switch_CLI is not on PATH" in str(exc.value)
+
+
+@pytest.mark.parametrize("bmv2", [1], indirect=True)
+def test_a_push_to_a_device_the_switch_does_not_run_says_to_pass_its_id(build_dir, bmv2, capsys):
+    from p4gen.cli import main
+
+    addr, _thrift = bmv2
+    assert main(["ctl", "push", str(build_dir), "--addr", addr]) == 1
+    assert capsys.readouterr().err == (
+        f"p4gen: error: switch at {addr} has no device 0 (Error when trying to assign device): pass the id the "
+        f"switch was started with (simple_switch_grpc --device-id) as --device-id\n")
+    assert main(["ctl", "push", str(build_dir), "--addr", addr, "--device-id", "1"]) == 0
+    assert capsys.readouterr().out == (           # p4c's P4Info names no package: the file is named
+        f"pushed {build_dir}: P4Info p4info.p4c.txtpb (9 tables, 25 actions, 1 counters, 132 registers), device "
+        f"config program.json, to switch at {addr} (device 1)\n")
 
 
 def _bmv2_groups(thrift_port: int) -> dict[int, list[tuple[int, int]]]:
