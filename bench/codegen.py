@@ -16,13 +16,14 @@ The processes keep their bytecode in a cache of their own (in the
 temporary directory, filled by one unmeasured cold and warm build first),
 as an installed package has its modules compiled.  Cold builds, warm
 builds and a bare interpreter start-up (`python -c pass`, same
-environment) take turns, ROUNDS times, so that a change of the machine's
-load hits all three alike; the figures are medians of the ROUNDS, and the
+environment) take turns, --rounds times (9), so that a change of the machine's
+load hits all three alike; the figures are medians of the rounds, and the
 ratio is that of the medians.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import resource
 import statistics
@@ -54,7 +55,7 @@ def _load() -> str:
     return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
-def bench_process(tmp: Path) -> None:
+def bench_process(tmp: Path, rounds: int = ROUNDS) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPYCACHEPREFIX"] = str(tmp / "bytecode")
     build = [sys.executable, "-m", "p4gen.cli", *ARGS, "--out"]
@@ -71,9 +72,9 @@ def bench_process(tmp: Path) -> None:
     assert "(built)" in first.splitlines()[0], first
     warm("warm-up")
     runs: dict[str, list[tuple[float, float]]] = {"cold": [], "warm": [], "start": []}
-    print(f"process: `p4gen {' '.join(ARGS)}`, {ROUNDS} rounds of a cold build, a warm build and "
+    print(f"process: `p4gen {' '.join(ARGS)}`, {rounds} rounds of a cold build, a warm build and "
           f"`python -c pass`; {_load()}")
-    for i in range(ROUNDS):
+    for i in range(rounds):
         wall, cpu, out = cold(f"cold{i}")
         assert "(built)" in out.splitlines()[0], out
         runs["cold"].append((wall, cpu))
@@ -81,10 +82,10 @@ def bench_process(tmp: Path) -> None:
         assert "(cache hit)" in out.splitlines()[0], out
         runs["warm"].append((wall, cpu))
         runs["start"].append(_process([sys.executable, "-c", "pass"], env)[:2])
-    assert _files(tmp / f"warm{ROUNDS - 1}") == _files(tmp / "first") == _files(tmp / "cold0")
+    assert _files(tmp / f"warm{rounds - 1}") == _files(tmp / "first") == _files(tmp / "cold0")
     med = {k: (statistics.median(w for w, _c in v), statistics.median(c for _w, c in v)) for k, v in runs.items()}
     low = {k: (min(w for w, _c in v), min(c for _w, c in v)) for k, v in runs.items()}
-    print(f"  {'':28} {'wall ms':>9} {'CPU ms':>9}   (median of {ROUNDS}; fastest; CPU = user + system time)")
+    print(f"  {'':28} {'wall ms':>9} {'CPU ms':>9}   (median of {rounds}; fastest; CPU = user + system time)")
     for k, label in (("cold", "cold (empty cache)"), ("warm", "warm (cache hit)"),
                      ("start", "interpreter start-up alone")):
         print(f"  {label:28} {med[k][0] * 1000:9.1f} {med[k][1] * 1000:9.1f}   "
@@ -150,8 +151,8 @@ sys.exit(main(sys.argv[2:]))
 """
 
 
-def bench_before(rev: str, tmp: Path) -> None:
-    """Cold builds of ``rev`` and of this checkout, ROUNDS each, taking turns; the ratio of the medians."""
+def bench_before(rev: str, tmp: Path, rounds: int = ROUNDS) -> None:
+    """Cold builds of ``rev`` and of this checkout, ``rounds`` each, taking turns; the ratio of the medians."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import revision
 
@@ -169,30 +170,40 @@ def bench_before(rev: str, tmp: Path) -> None:
 
     for side in sides:                                   # unmeasured: fills each side's bytecode cache
         cold(side, "first")
-    print(f"cold `p4gen {' '.join(ARGS)}` in a new process, {ROUNDS} rounds taking turns: before = "
+    print(f"cold `p4gen {' '.join(ARGS)}` in a new process, {rounds} rounds taking turns: before = "
           f"{revision.describe(rev)}; after = this checkout; {_load()}")
     runs: dict[str, list[tuple[float, float]]] = {s: [] for s in sides}
-    for i in range(ROUNDS):
+    for i in range(rounds):
         for side in (("before", "after") if i % 2 == 0 else ("after", "before")):
             runs[side].append(cold(side, str(i)))
     med = {s: (statistics.median(w for w, _c in v), statistics.median(c for _w, c in v)) for s, v in runs.items()}
     for s in sides:
-        print(f"  {s:8} {med[s][0] * 1000:9.1f} ms wall {med[s][1] * 1000:9.1f} ms CPU   (median of {ROUNDS})")
+        print(f"  {s:8} {med[s][0] * 1000:9.1f} ms wall {med[s][1] * 1000:9.1f} ms CPU   (median of {rounds})")
     print(f"  after / before: {med['after'][0] / med['before'][0]:.3f}x wall, "
           f"{med['after'][1] / med['before'][1]:.3f}x CPU; {_load()}")
 
 
+def make_parser() -> argparse.ArgumentParser:
+    doc = __doc__.split("\n\n")
+    p = argparse.ArgumentParser(prog="bench/codegen.py", description=doc[0],
+                                epilog="\n\n".join(doc[1:]), formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help=f"rounds of a cold build, a warm build and an interpreter start-up (default {ROUNDS})")
+    p.add_argument("--before", metavar="REV",
+                   help="instead: cold builds of git revision REV and of this checkout, taking turns, and their ratio")
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--before"] and len(argv) == 2:
+    args = make_parser().parse_args(argv)
+    if args.rounds < 1:
+        make_parser().error(f"--rounds {args.rounds} must be at least 1")
+    if args.before:
         with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
-            bench_before(argv[1], Path(tmp))
+            bench_before(args.before, Path(tmp), args.rounds)
         return 0
-    if argv:
-        print("usage: bench/codegen.py [--before REV]", file=sys.stderr)
-        return 2
     with tempfile.TemporaryDirectory(prefix="p4gen-bench-") as tmp:
-        bench_process(Path(tmp))
+        bench_process(Path(tmp), args.rounds)
         bench_in_process(Path(tmp))
     bench_slots()
     return 0

@@ -61,35 +61,12 @@ import sys
 
 import time
 
-from p4gen.testbed.procs import missing_requirements
-
-if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
-    sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
-if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
-    # one --before configuration: testbed_runs imports the measured revision's p4gen only as it runs, so
-    # a revision without the names imported below (FrameLayout, before the typed Plan IR) can be measured
-    from testbed_runs import child_main
-
-    sys.exit(child_main(sys.argv[2]))
-
-from p4gen.errors import P4genError
-from p4gen.filewrite import JSON, PNG, write_file
-from p4gen.plan import Plan
-from p4gen.testbed import harness
-from p4gen.testbed.cli import header, parse_size, row
-from p4gen.testbed.errors import JobError
-from p4gen.testbed.net import Network
-from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
-from p4gen.testbed.plans import build_plan
-from p4gen.testbed.topo import star
-from p4gen.wire import FrameLayout
-from testbed_runs import RUN_HEAD, SWEEP_SIZES, SWEEP_WORKERS, before_after, child_main, name, run_line
-from testbed_runs import sweep as sweep_sizes
+from testbed_runs import SWEEP_SIZES, SWEEP_WORKERS
 
 DENSITIES = (1.0, 0.5, 0.1, 0.05, 0.01)
 
 
-def main(argv: list[str] | None = None) -> int:
+def make_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", default="2,4,8")
     ap.add_argument("--size", default="4MiB")
@@ -120,13 +97,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep-sizes", default=",".join(SWEEP_SIZES))
     ap.add_argument("--child", help=argparse.SUPPRESS)        # one --before configuration, in a child process
     ap.add_argument("--json", default="bench-testbed.json")
-    ap.add_argument("--png", default="bench-testbed.png")
+    ap.add_argument("--png", default="bench-testbed.png",
+                    help="the picture: time against workers and tensor size beside each protocol's link-rate bound "
+                         "(bench/testbed_plot.py; default bench-testbed.png)")
     ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
     ap.add_argument("--target", choices=("soft", "bmv2"), default="soft",
                     help="the builds the software switch runs: soft (its own limits: 2048 values in 8 KiB frames on "
                          "9000-byte links) or bmv2 (BMv2's: 256 values, 128 for OmniReduce, on 1500-byte links); "
                          "the --bmv2 comparison always runs bmv2 builds")
-    a = ap.parse_args(argv)
+    return ap
+
+
+if __name__ == "__main__" and sys.argv[1:2] != ["--child"]:
+    make_parser().parse_args()                 # --help and a bad flag are answered before the testbed is needed
+
+from p4gen.testbed.procs import missing_requirements  # noqa: E402
+
+if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
+    sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    # one --before configuration: testbed_runs imports the measured revision's p4gen only as it runs, so
+    # a revision without the names imported below (FrameLayout, before the typed Plan IR) can be measured
+    from testbed_runs import child_main
+
+    sys.exit(child_main(sys.argv[2]))
+
+from p4gen.errors import P4genError
+from p4gen.filewrite import JSON, write_file
+from p4gen.plan import Plan
+from p4gen.testbed import harness
+from p4gen.testbed.cli import header, parse_size, row
+from p4gen.testbed.errors import JobError
+from p4gen.testbed.net import Network
+from p4gen.testbed.nodes import BMv2Switch, SoftSwitch
+from p4gen.testbed.plans import build_plan
+from p4gen.testbed.topo import star
+from p4gen.wire import FrameLayout
+from testbed_plot import write_png
+from testbed_runs import RUN_HEAD, before_after, child_main, name, run_line
+from testbed_runs import sweep as sweep_sizes
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = make_parser().parse_args(argv)
     if a.child:
         return child_main(a.child)
     size = parse_size(a.size)
@@ -208,39 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     write_file(a.json, json.dumps({"runs": [r.to_dict() for r in rows], "summary": summary, "omnireduce": omni,
                                    "bmv2_vs_soft": versus}), JSON, "results file", P4genError)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed; no plot (results in {a.json})")
-        return 0
-    panels = (1 if summary else 0) + (2 if omni else 0)
-    if not panels:
-        return 0
-    fig, axs = plt.subplots(1, panels, figsize=(5 * panels, 4), squeeze=False)
-    axs = list(axs[0])
-    if summary:
-        ax = axs.pop(0)
-        ns = [s["workers"] for s in summary]
-        ax.plot(ns, [s["switchml_s"] for s in summary], "o-", label="SwitchML (soft switch)")
-        ax.plot(ns, [s["gloo_s"] for s in summary], "s-", label="Gloo ring")
-        ax.plot(ns, [s["switchml_bound_s"] for s in summary], "k--", label="SwitchML link-rate bound")
-        ax.plot(ns, [s["gloo_bound_s"] for s in summary], "k:", label="Gloo ring link-rate bound")
-        ax.set_xlabel("workers")
-        ax.set_ylabel("all-reduce time (s)")
-        ax.set_title(f"{a.size} float32, {a.bw:g} Mbit/s links")
-        ax.legend()
+    extra = ()
     if omni:
-        plot_sweep(axs[0], axs[1], omni, a)
-    fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, dpi=120, format="png")
-    write_file(a.png, buf.getvalue(), PNG, "plot", P4genError)
-    print(f"wrote {a.png} and {a.json}")
+        extra = (lambda ax: plot_sweep_times(ax, omni, a), lambda ax: plot_sweep_speedup(ax, omni))
+    write_png(a.png, [r.to_dict() for r in cpu_rows], a.bw, a.json, extra)
     return 0
 
 
@@ -357,25 +341,30 @@ def bmv2_versus_soft(a) -> tuple[list[dict], list]:
     return out, rows
 
 
-def plot_sweep(ax_t, ax_s, omni: list[dict], a) -> None:
+def plot_sweep_times(ax, omni: list[dict], a) -> None:
     for n in sorted({o["workers"] for o in omni}):
         pts = sorted((o for o in omni if o["workers"] == n), key=lambda o: o["density"])
         ds = [o["density"] for o in pts]
-        ax_t.loglog(ds, [o["omni_s"] for o in pts], "o-", label=f"OmniReduce, {n} workers")
-        ax_t.loglog(ds, [o["switchml_s"] for o in pts], "s--", label=f"dense SwitchML, {n} workers")
-        (line,) = ax_s.loglog(ds, [o["speedup"] for o in pts], "o-", label=f"measured, {n} workers")
-        ax_s.loglog(ds, [o["ideal_speedup"] for o in pts], ":", color=line.get_color(),
-                    label=f"ideal (held blocks), {n} workers")
-    ds = sorted({o["density"] for o in omni})
-    ax_s.loglog(ds, [1 / d for d in ds], "k--", label="1/density")
-    ax_t.set_xlabel("block density per worker")
-    ax_t.set_ylabel("all-reduce time (s)")
-    ax_t.set_title(f"{a.omni_size} float32, {a.omni_bw:g} Mbit/s links")
-    ax_t.legend(fontsize=7)
-    ax_s.set_xlabel("block density per worker")
-    ax_s.set_ylabel("speed-up over dense SwitchML")
-    ax_s.legend(fontsize=7)
+        ax.loglog(ds, [o["omni_s"] for o in pts], "o-", label=f"OmniReduce, {n} workers")
+        ax.loglog(ds, [o["switchml_s"] for o in pts], "s--", label=f"dense SwitchML, {n} workers")
+    ax.set_xlabel("block density per worker")
+    ax.set_ylabel("all-reduce time (s)")
+    ax.set_title(f"{a.omni_size} float32, {a.omni_bw:g} Mbit/s links")
+    ax.legend(fontsize=7)
 
+
+def plot_sweep_speedup(ax, omni: list[dict]) -> None:
+    for n in sorted({o["workers"] for o in omni}):
+        pts = sorted((o for o in omni if o["workers"] == n), key=lambda o: o["density"])
+        ds = [o["density"] for o in pts]
+        (line,) = ax.loglog(ds, [o["speedup"] for o in pts], "o-", label=f"measured, {n} workers")
+        ax.loglog(ds, [o["ideal_speedup"] for o in pts], ":", marker="o", markerfacecolor="none",
+                  color=line.get_color(), label=f"ideal (held blocks), {n} workers")
+    ds = sorted({o["density"] for o in omni})
+    ax.loglog(ds, [1 / d for d in ds], "k--", label="1/density")
+    ax.set_xlabel("block density per worker")
+    ax.set_ylabel("speed-up over dense SwitchML")
+    ax.legend(fontsize=7)
 
 if __name__ == "__main__":
     sys.exit(main())

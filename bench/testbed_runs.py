@@ -17,7 +17,8 @@ printed.  REV must report CPU (the revision that added it, or later).
 
 ``--sweep``: 2, 4, 8, 16 workers x 1, 4, 16 MiB: SwitchML and Gloo on one
 network per configuration, OmniReduce at --omni-density on another, one
-row each, then a table and a PNG of time, % of bound and CPU per MiB.
+row each, then a table and a PNG of time against workers and size beside the link-rate bounds
+(bench/testbed_plot.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from testbed_plot import write_png
 
 BENCH = Path(__file__).resolve().parent
 
@@ -238,7 +241,7 @@ def sweep(a, parse_size) -> int:
         print(f"  {how}")
     print("load average at the end: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     _write_json(a.json, {"sweep": rows})
-    plot(rows, a)
+    write_png(a.png, rows, a.bw, a.json)
     return 0 if all(r["correct"] for r in rows) else 1
 
 
@@ -256,47 +259,3 @@ def sweep_line(n: int, size: str, rs: list[dict]) -> str:
     ratio = (f"{by['gloo']['time'] / by['switchml']['time']:>13.2f}" if "gloo" in by and "switchml" in by
              else f"{'-':>13}")
     return f"{n:>2}  {size:>5}  " + "   ".join(cells) + f"  {ratio}"
-
-
-def plot(rows: list[dict], a) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print(f"matplotlib is not installed; no plot (results in {a.json})")
-        return
-    fig, axs = plt.subplots(1, 3, figsize=(15, 4.2))
-    styles = {"switchml": "o-", "omnireduce": "^--", "gloo": "s:"}
-    sizes = sorted({r["size"] for r in rows})
-    for p in ("switchml", "omnireduce", "gloo"):
-        for size in sizes:
-            pts = sorted((r for r in rows if r["protocol"] == p and r["size"] == size), key=lambda r: r["workers"])
-            if not pts:
-                continue
-            lab = f"{name(pts[0])}, {size * 4 / 2**20:g} MiB"
-            ns = [r["workers"] for r in pts]
-            axs[0].plot(ns, [r["time"] for r in pts], styles[p], label=lab)
-            axs[1].plot(ns, [r["pct_of_bound"] for r in pts], styles[p], label=lab)
-            if p != "gloo":
-                axs[2].plot(ns, [r["cpu_per_mib"] for r in pts], styles[p], label=lab)
-    axs[0].set_yscale("log")
-    for ax, yl in zip(axs, ("all-reduce time (s)", "% of the link-rate bound", "CPU-s per MiB aggregated")):
-        ax.set_xlabel("workers")
-        ax.set_ylabel(yl)
-        ax.set_xticks(sorted({r["workers"] for r in rows}))
-    axs[1].set_ylim(0, 105)
-    axs[0].set_title(f"{a.bw:g} Mbit/s links; Gloo on the kernel bridge")
-    axs[2].set_title("switch process + all worker emulators")
-    axs[0].legend(fontsize=6)
-    fig.tight_layout()
-    import io
-
-    from p4gen.errors import P4genError
-    from p4gen.filewrite import PNG, write_file
-
-    buf = io.BytesIO()
-    fig.savefig(buf, dpi=120, format="png")
-    write_file(a.png, buf.getvalue(), PNG, "plot", P4genError)
-    print(f"wrote {a.png} and {a.json}")

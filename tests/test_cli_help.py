@@ -10,11 +10,13 @@ import argparse
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from p4gen.cli import make_parser
 
+ROOT = Path(__file__).resolve().parent.parent
 HIDDEN = {("testbed", "run", "--plan-cache"), ("testbed", "up", "--plan-cache"), ("testbed", "train", "--plan-cache")}
 ENTRY_POINTS = ("p4gen.switch.dataplane", "p4gen.switch.udp", "p4gen.torch.train")
 
@@ -91,3 +93,18 @@ def test_plan_says_what_is_missing_before_loading_anything_heavy():
     for flag in ("--workers", "--link-gbps", "--rtt-us", "--size"):
         line = " ".join(help_text.split(flag + " ", 1)[1].split("\n  -")[0].split())
         assert "required unless --jobs" in line, (flag, line)
+
+
+BENCH = sorted(p for p in (ROOT / "bench").glob("*.py") if "__main__" in p.read_text())
+
+
+def test_the_bench_scripts_are_the_ones_with_a_main():
+    assert {p.name for p in BENCH} >= {"codegen.py", "model.py", "plan.py", "testbed.py", "tofino.py", "train.py"}
+
+
+@pytest.mark.parametrize("script", BENCH, ids=[p.name for p in BENCH])
+def test_every_bench_script_answers_help_without_running(script):
+    out = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=60,
+                         cwd=ROOT)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert out.stdout.startswith("usage: ") and "--help" in out.stdout
