@@ -18,8 +18,9 @@ from .. import protocols
 from ..cliargs import int_in, number_in, seconds
 from ..filewrite import JSON, WORK, write_file
 from .errors import TestbedError
-from .network_options import (Progress, add_network_options, check_network_options, network_from_options,
-                              pointing_at_logs, unwind_on_sigterm)
+from ..progress import steps
+from .network_options import (add_network_options, check_network_options, network_from_options, pointing_at_logs,
+                              unwind_on_sigterm)
 
 GLOO = "gloo"          # the baseline: torch.distributed's all-reduce on the same links
 
@@ -112,7 +113,7 @@ def run(args: argparse.Namespace, after=None):
         if why:
             raise TestbedError(why)
     results = []
-    net = network_from_options(args, proto, note=Progress())
+    net = network_from_options(args, proto, note=steps("testbed"))
     with pointing_at_logs(net), net:
         _apply_loss(net, args.loss)
         for i in range(args.repeat):
@@ -178,7 +179,7 @@ def _cmd_up(args: argparse.Namespace) -> int:
     check_network_options(args)
 
     def session():
-        net = network_from_options(args, args.protocol, note=Progress())
+        net = network_from_options(args, args.protocol, note=steps("testbed"))
         with pointing_at_logs(net), net:
             spec = net.job_spec(slot_count=64)
             net.program(spec)

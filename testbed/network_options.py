@@ -68,23 +68,6 @@ def network_from_options(args: argparse.Namespace, protocol: str, note=None):
     return Network(topo, switch=switch, plan_dir=plan, keep_logs=args.keep_logs, delay=args.delay, note=note)
 
 
-class Progress:
-    """The testbed commands' progress: ``testbed +12.3 s: line`` on stderr, flushed, so it shows on a
-    pipe and in a log as the steps happen (the results stay on stdout)."""
-
-    def __init__(self, stream=None):
-        import sys
-        import time
-
-        self.stream = stream or sys.stderr
-        self.clock = time.monotonic
-        self.t0 = self.clock()
-
-    def __call__(self, line: str) -> None:
-        self.stream.write(f"testbed +{self.clock() - self.t0:.1f} s: {line}\n")
-        self.stream.flush()
-
-
 @contextlib.contextmanager
 def pointing_at_logs(net):
     """A testbed failure inside the block says where the failed network's logs were kept, when its

@@ -8,8 +8,8 @@ hardly moves with the machine's load, so the check holds on a busy machine too.
   ``slow`` may take; ``0`` turns the check off (e.g. under a profiler or coverage).
 * A test that needs more is made cheaper or marked ``@pytest.mark.slow`` (the fast tier is
   ``-m "not slow"``; ``.ci/test`` with no arguments still runs it).
-* ``P4GEN_CPU_LOG=FILE`` writes every test's CPU-seconds to FILE, one ``seconds nodeid`` line a test, slow
-  ones too, costliest first.
+* ``P4GEN_CPU_LOG=FILE`` writes every test's CPU-seconds and wall seconds to FILE, one ``cpu wall nodeid``
+  line a test, slow ones too, costliest first.
 * The run ends with one line: the CPU-seconds the tests not marked slow took in all, and the costliest.
 """
 
@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 
 import pytest
 
 DEFAULT_LIMIT = 2.5
 _CPU = pytest.StashKey[float]()
+_WALL = pytest.StashKey[float]()
 
 
 def limit() -> float:
@@ -41,7 +43,7 @@ class CpuBudget:
     def __init__(self, config: pytest.Config):
         self.limit = limit()
         self.fast: dict[str, float] = {}
-        self.every: dict[str, float] = {}
+        self.every: dict[str, tuple[float, float]] = {}
         self.config = config
 
     @pytest.hookimpl(wrapper=True)
@@ -57,7 +59,8 @@ class CpuBudget:
         rep = yield
         if call.when != "call":
             return rep
-        cpu = self.every[item.nodeid] = item.stash.get(_CPU, 0.0)
+        cpu = item.stash.get(_CPU, 0.0)
+        self.every[item.nodeid] = (cpu, item.stash.get(_WALL, 0.0))
         if item.get_closest_marker("slow") is not None:
             return rep
         self.fast[item.nodeid] = cpu
@@ -72,7 +75,8 @@ class CpuBudget:
         log = os.environ.get("P4GEN_CPU_LOG")
         if log:
             with open(log, "w") as f:
-                f.writelines(f"{cpu:.2f} {nodeid}\n" for nodeid, cpu in sorted(self.every.items(), key=lambda kv: -kv[1]))
+                f.writelines(f"{cpu:.2f} {wall:.2f} {nodeid}\n"
+                             for nodeid, (cpu, wall) in sorted(self.every.items(), key=lambda kv: -kv[1][0]))
         if not self.fast:
             return
         top = sorted(self.fast.items(), key=lambda kv: -kv[1])[:3]
@@ -83,8 +87,9 @@ class CpuBudget:
 
 
 def _wrap(item):
-    start = cpu_seconds()
+    start, t0 = cpu_seconds(), time.perf_counter()
     try:
         return (yield)
     finally:
         item.stash[_CPU] = item.stash.get(_CPU, 0.0) + cpu_seconds() - start
+        item.stash[_WALL] = item.stash.get(_WALL, 0.0) + time.perf_counter() - t0

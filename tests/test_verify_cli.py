@@ -153,6 +153,7 @@ def test_progress_on_a_pipe_is_plain_lines_every_few_seconds():
     show = cli._progress_line(stream)
     show.clock = lambda: now[0]
     show.last = now[0]
+    assert show.every == 5
     show(1, 40, "fixed point")                 # at once: a short run prints nothing
     now[0] += 5
     show(2, 40, "protocol deliver")

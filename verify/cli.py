@@ -64,33 +64,12 @@ class _ProgressLine:
             self.shown = False
 
 
-class _ProgressLines:
-    """``verify done/total  label`` as plain lines, for a pipe or a log: one once the proofs have run for
-    :attr:`every` seconds, then at most one per :attr:`every` seconds, so a short run prints none."""
+def _progress_line(stream):
+    """The progress line for ``stream``: redrawn in place on a terminal, else plain lines now and then
+    (:class:`p4gen.progress.Every`)."""
+    from p4gen.progress import Every
 
-    every = 5.0
-
-    def __init__(self, stream, clock=None):
-        import time
-
-        self.stream = stream
-        self.clock = clock or time.monotonic
-        self.last = self.clock()
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        now = self.clock()
-        if now - self.last >= self.every:
-            self.last = now
-            self.stream.write(f"verify {done}/{total}  {label[:100]}\n")
-            self.stream.flush()
-
-    def clear(self) -> None:
-        pass
-
-
-def _progress_line(stream) -> _ProgressLine | _ProgressLines:
-    """The progress line for ``stream``: redrawn in place on a terminal, else plain lines now and then."""
-    return _ProgressLine(stream) if stream.isatty() else _ProgressLines(stream)
+    return _ProgressLine(stream) if stream.isatty() else Every("verify", stream)
 
 
 REPORT_HINT = "move it away or pass --json PATH"

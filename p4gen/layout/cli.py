@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import protocols
 from ..errors import SpecError
+from ..progress import steps
 from .workload_args import (add_workload_args, check_workload_given, given_workload, opt, value_widths,
                             workload_from_args)
 
@@ -46,25 +47,13 @@ def _profile(args: argparse.Namespace):
     return load_target_file(args.target_file) if args.target_file is not None else load_target(args.target)
 
 
-def progress():
-    """The search's progress: ``plan +1.2 s: line`` on stderr, flushed, so it shows on a pipe as it happens
-    (the result stays on stdout)."""
-    import time
-
-    t0 = time.monotonic()
-
-    def note(line: str) -> None:
-        print(f"plan +{time.monotonic() - t0:.1f} s: {line}", file=sys.stderr, flush=True)
-    return note
-
-
 def run_search(args: argparse.Namespace, profile, workers: int | None, certify: bool = True):
     from .search import search
 
     wl = workload_from_args(args, workers)
     return search(profile, wl, protocol=args.protocol, variant=args.variant, widths=value_widths(args),
                   objective=opt(args, "objective"), slack=opt(args, "slack") / 100, certify=certify,
-                  fill_rtt=opt(args, "fill_rtt"), headroom=opt(args, "window_headroom"), progress=progress())
+                  fill_rtt=opt(args, "fill_rtt"), headroom=opt(args, "window_headroom"), progress=steps("plan"))
 
 
 def handler(args: argparse.Namespace) -> int:

@@ -174,9 +174,9 @@ def plan_jobs_cli(args: argparse.Namespace, profile) -> int:
     for name, kind, what in [("layout.json", JSON, "layout file")] + [(f"job-{j.name}.toml", TOML, "job file")
                                                                        for j in jobs]:
         check_file(out / name, kind, what, SpecError, hint=OUT_HINT)        # before the search, not after it
-    from .cli import progress
+    from ..progress import steps
 
-    split, evaluated = plan_jobs(profile, jobs, objective, args.variant, value_widths(args), progress=progress())
+    split, evaluated = plan_jobs(profile, jobs, objective, args.variant, value_widths(args), progress=steps("plan"))
     equal = equal_split(profile, jobs, split)
     spec, shape = split.spec, split.shape
     doc = layout_document(profile.name, spec, shape, objective=objective,
