@@ -27,3 +27,17 @@ def pytest_collection_modifyitems(items):
 
 def pytest_configure(config):
     config.pluginmanager.register(CpuBudget(config), "p4gen-cpu-budget")
+
+
+@pytest.fixture(scope="session")
+def _session_build_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("build-cache")
+
+
+@pytest.fixture
+def compiled_cache(_session_build_cache, monkeypatch):
+    """The build cache of this test session (P4GEN_CACHE_DIR): a build with ``--compile`` of a configuration
+    another test of the run compiled already is a cache hit, so no configuration is compiled twice a run;
+    empty at the start of every run, so every run compiles each one (the key covers the compiler's version)."""
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(_session_build_cache))
+    return _session_build_cache
