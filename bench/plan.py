@@ -36,7 +36,23 @@ import re
 import sys
 from pathlib import Path
 
-from p4gen.testbed.procs import missing_requirements
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
+    ap.add_argument("--size", default="4MiB")
+    ap.add_argument("--small-size", default="512KiB", help="tensor of the window-1 runs")
+    ap.add_argument("--elements", default="32,64,128,256")
+    ap.add_argument("--json", default="bench-plan.json")
+    ap.add_argument("--rate-chunks", type=int, default=3000, help="chunks of the packet-rate probe")
+    ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
+    return ap
+
+
+if __name__ == "__main__":
+    make_parser().parse_args()                 # --help and a bad flag are answered before the testbed is needed
+
+from p4gen.testbed.procs import missing_requirements  # noqa: E402
 
 if __name__ == "__main__" and missing_requirements():       # one line, before Mininet is imported
     sys.exit(f"{sys.argv[0]}: {missing_requirements()}")
@@ -86,16 +102,7 @@ def predicted(profile, wl: Workload, elements: int, window: int):
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--bw", type=float, default=5.0, help="Mbit/s per link")
-    ap.add_argument("--size", default="4MiB")
-    ap.add_argument("--small-size", default="512KiB", help="tensor of the window-1 runs")
-    ap.add_argument("--elements", default="32,64,128,256")
-    ap.add_argument("--json", default="bench-plan.json")
-    ap.add_argument("--rate-chunks", type=int, default=3000, help="chunks of the packet-rate probe")
-    ap.add_argument("--plans", default=None, help="a private directory for the builds (default: the testbed's)")
-    a = ap.parse_args(argv)
+    a = make_parser().parse_args(argv)
     size, small = parse_size(a.size), parse_size(a.small_size)
     counts = [int(x) for x in a.elements.split(",")]
     from p4gen.testbed.workspace import plans_dir

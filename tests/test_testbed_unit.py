@@ -18,6 +18,7 @@ from p4gen.testbed.program import JobSpec, WorkerSpec, json_config
 from p4gen.testbed.tensors import check_switchml, expected
 from p4gen.testbed.topo import star, two_level, two_level_for
 from p4gen.host.worker import Worker
+from needs import modules
 
 
 @pytest.fixture(scope="module")
@@ -223,6 +224,7 @@ def test_train_png_without_matplotlib_fails_in_one_line_before_any_run(monkeypat
     from p4gen.cli import main
     from p4gen.testbed import train
 
+    modules("testbed train", "torch", "sklearn")                   # checked before --png
     monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib raises ImportError
     monkeypatch.setattr(train, "network_from_options", lambda *a: pytest.fail("a network was built"))
     assert main(["testbed", "train", "--workers", "4", "--png", "x.png"]) != 0
@@ -241,6 +243,7 @@ def test_emulators_gather_half_their_windows_time_on_the_link_at_most_40_ms():
 
 
 def test_the_software_switch_begins_a_round_after_8_frames_on_the_slowest_link_at_most_10_ms():
+    modules("the testbed", "mininet")
     from p4gen.testbed.nodes import SoftSwitch
 
     assert SoftSwitch.round_frames == 8 and SoftSwitch.round_max == 0.010
@@ -260,6 +263,7 @@ def test_a_testbed_build_names_its_target_and_refuses_what_it_cannot_build(tmp_p
 
 
 def test_run_target_soft_takes_the_software_switch_and_refuses_bmv2(monkeypatch, tmp_path):
+    modules("the testbed", "mininet")
     from p4gen.testbed import nodes, procs
     from p4gen.testbed.network_options import network_from_options
 
