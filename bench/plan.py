@@ -36,6 +36,7 @@ import re
 import sys
 from pathlib import Path
 
+
 def make_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workers", type=int, default=4)
