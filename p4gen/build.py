@@ -263,9 +263,10 @@ def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[
 
 
 def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compile_p4: bool = False,
-            shape: PassShape | None = None) -> tuple[str, dict[str, bytes], Plan, bool]:
+            shape: PassShape | None = None, note=None) -> tuple[str, dict[str, bytes], Plan, bool]:
     """(key, files, plan, cache hit) of one build; writes nothing but the cache.  ``shape``: a layout
-    chosen by ``p4gen plan`` (part of the key)."""
+    chosen by ``p4gen plan`` (part of the key).  ``note`` is called with one line before a compile (the
+    CLI's progress)."""
     extra = {}
     if compile_p4:
         compiler = find_compiler(profile.arch)
@@ -285,6 +286,10 @@ def produce(spec: Spec, profile: TargetProfile, *, use_cache: bool = True, compi
         if compile_p4:
             from .tofino_compiler import CompileFailed
 
+            if note is not None:
+                from .emit.report import CHECKS
+
+                note(f"compiling {PROGRAM} for {profile.name} with {extra['compiler']}: {CHECKS[extra['compiler']]}")
             try:
                 files.update(compile_program(profile.arch, files[PROGRAM]))
             except CompileFailed as exc:
@@ -322,12 +327,13 @@ def _with_marker(key: str, files: dict[str, bytes]) -> dict[str, bytes]:
 
 
 def build(spec: Spec, profile: TargetProfile, out_dir: str | Path, *, use_cache: bool = True,
-          force: bool = False, compile_p4: bool = False, shape: PassShape | None = None) -> BuildResult:
+          force: bool = False, compile_p4: bool = False, shape: PassShape | None = None, note=None) -> BuildResult:
     from .tofino_compiler import CompileFailed
 
     check_output(out_dir, force)                 # refuse before planning
     try:
-        key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape)
+        key, files, plan, hit = produce(spec, profile, use_cache=use_cache, compile_p4=compile_p4, shape=shape,
+                                        note=note)
     except CompileFailed as exc:                 # keep the program and the whole log for the user to read
         write_outputs([(out_dir, _with_marker(exc.key, exc.files))], force)
         raise CompileError(f"{exc}; the whole log is {Path(out_dir) / 'compile.log'}") from None

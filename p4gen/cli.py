@@ -189,7 +189,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         spec, profile, shape = build_layout(args)
         out = args.out if args.out is not None else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
         results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
-                                  compile_p4=args.compile, shape=shape)]
+                                  compile_p4=args.compile, shape=shape, note=_build_progress(args))]
         return _report_builds(args, results, t0)
     from .layout.workload_args import given_workload
 
@@ -207,7 +207,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
             profile = profiles[0]
             out = args.out if args.out is not None else Path("p4gen-out") / f"{profile.name}-{spec.protocol}"
             results = [buildmod.build(spec, profile, out, use_cache=not args.no_cache, force=args.force,
-                                      compile_p4=args.compile)]
+                                      compile_p4=args.compile, note=_build_progress(args))]
             if dkey:
                 buildmod.remember_direct(dkey, results[0].key)
         else:
@@ -215,6 +215,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
             results = buildmod.build_many(spec, profiles, root, use_cache=not args.no_cache, force=args.force,
                                           compile_p4=args.compile)
     return _report_builds(args, results, t0)
+
+
+def _build_progress(args: argparse.Namespace):
+    """A compile can take minutes (the Tofino compiler): it is announced on stderr as it starts."""
+    from .progress import steps
+
+    return steps("build") if args.compile else None
 
 
 def _report_builds(args: argparse.Namespace, results: list, t0: float) -> int:

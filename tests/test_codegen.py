@@ -311,7 +311,10 @@ def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeyp
     assert argv[:4] == ["--std", "p4-16", define, "-I"] and argv[4] == "/opt/tna-include"
     assert argv[5].endswith("program.p4")
     checked = ("the front end only (syntax, types, the architecture's externs), not stages, PHV or SRAM")
-    assert capsys.readouterr().out.splitlines()[1] == f"  checked by p4test Version 0.0: {checked}"
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[1] == f"  checked by p4test Version 0.0: {checked}"
+    assert re.fullmatch(rf"build \+[0-9.]+ s: compiling program.p4 for {target} with p4test: {re.escape(checked)}\n",
+                        cap.err), cap.err                           # announced as the compile starts
     assert (tmp_path / "o" / "compile.log").read_text() == f"$ p4test --std p4-16 {define} -I /opt/tna-include program.p4\n"
     assert (tmp_path / "o" / "report.txt").read_text().splitlines()[-3:] == [
         "  predicted    the figures above are p4gen's model: no Tofino compiler allocated them (--compile with "
