@@ -49,3 +49,17 @@ def test_the_first_line_of_ci_test_names_the_toolchain_and_what_skips(tmp_path):
     skips = line.split("; skips: ", 1)[1]
     assert skips.startswith("p4c (p4c-bm2-ss and p4test not on PATH); BMv2 (simple_switch and simple_switch_grpc "
                             "not on PATH); Tofino compiler (bf-p4c and p4c-barefoot not on PATH)")
+
+
+def test_the_first_line_readme_quotes_names_every_family_ci_test_reports():
+    import importlib.util
+    import re
+
+    spec = importlib.util.spec_from_file_location("ci_tools", ROOT / ".ci" / "tools.py")
+    tools = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tools)
+    quoted = next(ln for ln in (ROOT / "README.md").read_text().splitlines() if ln.startswith(".ci/test: "))
+    m = re.fullmatch(r"\.ci/test: toolchain \S+; runs: (.*); skips: none", quoted)
+    assert m, quoted
+    runs = [re.sub(r" \(.*\)$", "", f) for f in re.split(r", (?![^(]*\))", m.group(1))]
+    assert runs == [name for name, _tools, _why in tools.families()]
