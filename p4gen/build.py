@@ -129,8 +129,8 @@ def render_all(plan: Plan) -> dict[str, bytes]:
 
 # -- cache -------------------------------------------------------------------
 
-def _cache_get(key: str) -> dict[str, bytes] | None:
-    entry = cache_root() / key[:2] / key
+def _cache_get(key: str, root: Path | None = None) -> dict[str, bytes] | None:
+    entry = (root or cache_root()) / key[:2] / key
     manifest_path = entry / "manifest.json"
     try:
         manifest = json.loads(manifest_path.read_text())
@@ -147,12 +147,12 @@ def _cache_get(key: str) -> dict[str, bytes] | None:
         return None
 
 
-def _cache_put(key: str, files: dict[str, bytes]) -> None:
+def _cache_put(key: str, files: dict[str, bytes], root: Path | None = None) -> None:
     import shutil
 
     from .filewrite import WORK, make_private_subdir, write_file
 
-    parent = cache_root() / key[:2]
+    parent = (root or cache_root()) / key[:2]
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = make_private_subdir(parent, f".{key[:12]}-")
@@ -219,17 +219,43 @@ def compiler_version(argv: list[str]) -> str:
     return text.strip()
 
 
+# A directory where compiles are kept by what determines them (the compiler, its version, its arguments, the
+# program): a program compiled before by the same compiler is not compiled again, whatever build made it.
+# Unset, nothing is kept beyond the build cache (which keys builds by their spec); the test suite sets it to
+# a directory of its own run, so no configuration is compiled twice in a run.
+COMPILE_CACHE_ENV = "P4GEN_COMPILE_CACHE"
+
+
+def _compile_key(arch: str, name: str, argv: list[str], program: bytes) -> str:
+    exe = os.path.realpath(argv[0])
+    doc = {"arch": arch, "compiler": name, "exe": exe, "version": compiler_version(argv), "args": argv[1:],
+           "program": hashlib.sha256(program).hexdigest()}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
 def compile_program(arch: str, program: bytes, *, backend: bool = True) -> dict[str, bytes]:
     """The files a compile of ``program`` adds to a build: its log and the compiler's outputs.
-    A refusal raises :class:`p4gen.tofino_compiler.CompileFailed`, which carries the log."""
-    from .tofino_compiler import NAMES as TOFINO_COMPILERS, TIMEOUT_NOTE, CompileFailed, compile_tna, first_error
-
+    A refusal raises :class:`p4gen.tofino_compiler.CompileFailed`, which carries the log.  With
+    ``P4GEN_COMPILE_CACHE`` set, a program that compiler compiled before is taken from there."""
     found = find_compiler(arch, backend=backend)
     if found is None:
         need = ("p4c-bm2-ss or p4test" if arch == "v1model" else
                 "the Tofino compiler (bf-p4c or p4c-barefoot) or p4test (with P4GEN_TNA_INCLUDE pointing at tna.p4)")
         raise CompileError(f"--compile needs {need} on PATH; none was found")
-    name, argv = found
+    kept = os.environ.get(COMPILE_CACHE_ENV)
+    if not kept:
+        return _compile(arch, program, *found)
+    key = _compile_key(arch, *found, program)
+    files = _cache_get(key, Path(kept))
+    if files is None:
+        files = _compile(arch, program, *found)
+        _cache_put(key, files, Path(kept))
+    return files
+
+
+def _compile(arch: str, program: bytes, name: str, argv: list[str]) -> dict[str, bytes]:
+    from .tofino_compiler import NAMES as TOFINO_COMPILERS, TIMEOUT_NOTE, CompileFailed, compile_tna, first_error
+
     if name in TOFINO_COMPILERS:
         return compile_tna(arch, program, PROGRAM)
     import tempfile

@@ -29,15 +29,16 @@ def pytest_configure(config):
     config.pluginmanager.register(CpuBudget(config), "p4gen-cpu-budget")
 
 
-@pytest.fixture(scope="session")
-def _session_build_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("build-cache")
+@pytest.fixture(scope="session", autouse=True)
+def _compile_once_a_run(tmp_path_factory):
+    """P4GEN_COMPILE_CACHE for the whole run, its subprocesses included: a program a test compiled is not
+    compiled again by another (p4gen.build.compile_program); empty at the start of every run."""
+    from p4gen.build import COMPILE_CACHE_ENV
 
-
-@pytest.fixture
-def compiled_cache(_session_build_cache, monkeypatch):
-    """The build cache of this test session (P4GEN_CACHE_DIR): a build with ``--compile`` of a configuration
-    another test of the run compiled already is a cache hit, so no configuration is compiled twice a run;
-    empty at the start of every run, so every run compiles each one (the key covers the compiler's version)."""
-    monkeypatch.setenv("P4GEN_CACHE_DIR", str(_session_build_cache))
-    return _session_build_cache
+    old = os.environ.get(COMPILE_CACHE_ENV)
+    os.environ[COMPILE_CACHE_ENV] = str(tmp_path_factory.mktemp("compiled"))
+    yield
+    if old is None:
+        os.environ.pop(COMPILE_CACHE_ENV, None)
+    else:
+        os.environ[COMPILE_CACHE_ENV] = old

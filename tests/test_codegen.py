@@ -258,17 +258,16 @@ def test_targets_lists_the_limits_builds_use(capsys, tmp_path, monkeypatch):
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
 @pytest.mark.parametrize("stem", [s for t, s, _ in regen.CASES if t == "bmv2"])
-def test_bmv2_goldens_compile_without_warnings(stem, tmp_path):
-    src = HERE / "golden" / "bmv2" / f"{stem}.p4"
-    res = subprocess.run(["p4c-bm2-ss", "--std", "p4-16", "--arch", "v1model", "-o", str(tmp_path / "o.json"),
-                          "--p4runtime-files", str(tmp_path / "p4info.txtpb"), str(src)],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    assert "warning" not in (res.stdout + res.stderr).lower(), res.stderr
+def test_bmv2_goldens_compile_without_warnings(stem):
+    # through p4gen's compile (p4c-bm2-ss -o program.json --p4runtime-files p4info.p4c.txtpb), so the run's
+    # compile cache serves the testbed and the docs' builds of the same programs
+    files = buildmod.compile_program("v1model", (HERE / "golden" / "bmv2" / f"{stem}.p4").read_bytes())
+    log = files["compile.log"].decode()
+    assert log.startswith("$ p4c-bm2-ss ") and "warning" not in log.lower(), log
     from google.protobuf import text_format
     from p4.config.v1 import p4info_pb2
 
-    theirs = text_format.Parse((tmp_path / "p4info.txtpb").read_text(), p4info_pb2.P4Info())
+    theirs = text_format.Parse(files["p4info.p4c.txtpb"].decode(), p4info_pb2.P4Info())
     ours = text_format.Parse((HERE / "golden" / "bmv2" / f"{stem}.p4info.txt").read_text(), p4info_pb2.P4Info())
     assert {(t.preamble.id, t.preamble.name) for t in theirs.tables} == {(t.preamble.id, t.preamble.name) for t in ours.tables}
     assert {(a.preamble.id, a.preamble.name) for a in theirs.actions} >= {(a.preamble.id, a.preamble.name) for a in ours.actions}
@@ -325,6 +324,27 @@ def test_tna_compile_defines_the_tofino_target(target, define, tmp_path, monkeyp
         "compiler": "p4test Version 0.0", "covers": checked}
 
 
+def test_a_program_compiled_before_is_taken_from_the_compile_cache(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    fake = tmp_path / "bin" / "p4test"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = --version ]; then echo p4test; echo Version 0.0; exit 0; fi\n"
+                    f"echo run >> {runs}\necho 'compiled by the stand-in'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    monkeypatch.setenv(buildmod.COMPILE_CACHE_ENV, str(tmp_path / "compiled"))
+    monkeypatch.setenv("P4GEN_CACHE_DIR", str(tmp_path / "cache"))
+    for out in ("a", "b"):                                      # --no-cache: the build cache is not asked
+        assert main(["build", "--target", "tofino", "--slots", "64", "--compile", "--no-cache", "--out",
+                     str(tmp_path / out)]) == 0
+    assert runs.read_text() == "run\n"                         # the second build's program was compiled once
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert (tmp_path / "b" / "compile.log").read_text().endswith("program.p4\ncompiled by the stand-in\n")
+    assert main(["build", "--target", "tofino", "--slots", "128", "--compile", "--no-cache", "--out",
+                 str(tmp_path / "c")]) == 0
+    assert runs.read_text() == "run\nrun\n"                   # another program: compiled
+
+
 def test_several_targets_build_in_parallel(tmp_path, capsys):
     assert main(["build", "--slots", "64", "--target", "tofino,tofino2,bmv2", "--out", str(tmp_path / "all")]) == 0
     for t in ("tofino", "tofino2", "bmv2"):
@@ -361,7 +381,8 @@ def test_spec_file_errors(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("p4c-bm2-ss") is None, reason="p4c-bm2-ss is not on PATH")
-def test_build_compile_caches_the_compiler_output(tmp_path):
+def test_build_compile_caches_the_compiler_output(tmp_path, monkeypatch):
+    monkeypatch.delenv(buildmod.COMPILE_CACHE_ENV, raising=False)          # the build cache alone
     assert main(["build", "--target", "bmv2", "--slots", "64", "--compile", "--out", str(tmp_path / "a")]) == 0
     assert json.loads((tmp_path / "a" / "program.json").read_text())["program"].endswith("program.p4")
     assert (tmp_path / "a" / "compile.log").read_text() == (

@@ -107,8 +107,7 @@ HOW: dict[str, str] = {
     "p4gen build --target-file my-switch.toml": "build",
     "p4gen build --spec job.toml": "build",
     "p4gen build --workers 200 --target tofino": "test:tests/test_docs_figures.py::test_quoted_build_errors_are_the_errors_printed",
-    "p4c-bm2-ss --std p4-16 --arch v1model -o bmv2/program.json --p4runtime-files bmv2/p4info.p4c.txtpb "
-    "bmv2/program.p4": "recipe:bmv2-load",
+    "p4gen build --slots 512 --target bmv2 --compile --out bmv2/": "recipe:bmv2-load",
     "simple_switch_grpc --device-id 0 -i 1@veth1 -i 2@veth2 --no-p4 -- --grpc-server-addr 127.0.0.1:9559 &":
         "recipe:bmv2-load",
     "p4gen ctl push bmv2/ --addr 127.0.0.1:9559": "recipe:bmv2-load",
@@ -432,7 +431,8 @@ def test_readme_software_switch_and_controller(scratch):
 def test_building_md_bmv2_load_recipe(scratch):
     _needs("p4c-bm2-ss", "simple_switch_grpc")
     res = _run_block("bmv2-load", scratch)
-    assert res[4].stdout.startswith("pushed bmv2: P4Info p4info.p4c.txtpb (") and "(device 0)" in res[4].stdout
+    assert res[1].stdout.splitlines()[1].startswith("  checked by p4c-bm2-ss Version ")
+    assert res[3].stdout.startswith("pushed bmv2: P4Info p4info.p4c.txtpb (") and "(device 0)" in res[3].stdout
 
 
 @pytest.mark.slow

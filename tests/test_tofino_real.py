@@ -6,11 +6,11 @@ same stages and stateful ALUs, the registers' SRAM blocks and the PHV bits withi
 configuration p4gen refuses is built with the target's limits lifted and must be refused by the
 compiler too.  Skipped where no Tofino compiler (``bf-p4c`` or p4c's ``p4c-barefoot``) is on PATH.
 
-A compile takes 20 s to minutes, so each configuration is compiled once a run: the builds go through
-the session's own build cache (``compiled_cache`` in conftest.py; the key covers the compiler's
-version), which any other test that compiles a Tofino build shares.  The configurations of
-bench/tofino.py's sweep are not compiled again here: tests/test_tofino_alloc.py replays the recorded
-sweep against today's planner, and a new sweep re-records it.
+A compile takes 20 s to minutes, so each program is compiled once a run: conftest.py gives the run a
+compile cache of its own (P4GEN_COMPILE_CACHE), which any other test that compiles the same program
+shares.  The configurations of bench/tofino.py's sweep are not compiled again here:
+tests/test_tofino_alloc.py replays the recorded sweep against today's planner, and a new sweep
+re-records it.
 """
 
 from __future__ import annotations
@@ -47,12 +47,12 @@ def _within(pred: int, alloc: int, pct: float = 10.0) -> bool:
 def _compile(target: str, fields: dict, out: Path) -> dict:
     fields = dict(fields)
     shape = shape_from_dict(fields.pop("shape")) if "shape" in fields else None
-    build(make_spec(**fields), load_target(target), out, compile_p4=True, shape=shape)
+    build(make_spec(**fields), load_target(target), out, use_cache=False, compile_p4=True, shape=shape)
     return json.loads((out / "report.json").read_text())
 
 
 @pytest.mark.parametrize("target,stem,fields", TNA_CASES, ids=[f"{t}-{s}" for t, s, _ in TNA_CASES])
-def test_every_tna_golden_compiles_as_predicted(target, stem, fields, tmp_path, compiled_cache):
+def test_every_tna_golden_compiles_as_predicted(target, stem, fields, tmp_path):
     rep = _compile(target, fields, tmp_path / "b")
     pred, alloc = rep["totals"], rep["allocated"]
     assert alloc["stages_used"] == pred["stages_used"], (pred, alloc)
@@ -78,8 +78,8 @@ def _lifted(target: str):
     # tests/test_tofino_alloc.py::test_tofino2_phv_limit_is_where_the_compiler_stopped_allocating)
     ("tofino", {"slots": 512, "elements_per_packet": 34, "variant": "hardened"}),
 ])
-def test_what_p4gen_refuses_the_compiler_refuses(target, fields, tmp_path, compiled_cache):
+def test_what_p4gen_refuses_the_compiler_refuses(target, fields, tmp_path):
     with pytest.raises(InfeasibleError):
-        build(make_spec(**fields), load_target(target), tmp_path / "p")
+        build(make_spec(**fields), load_target(target), tmp_path / "p", use_cache=False)
     with pytest.raises(CompileError):
-        build(make_spec(**fields), _lifted(target), tmp_path / "l", compile_p4=True)
+        build(make_spec(**fields), _lifted(target), tmp_path / "l", use_cache=False, compile_p4=True)
