@@ -434,6 +434,7 @@ def test_bad_jobs_files_get_one_line(text, error, tmp_path, capsys, monkeypatch)
 PLAN_ARGS = ["plan", "--target", "bmv2", "--workers", "4", "--link-gbps", "1", "--rtt-us", "50", "--size", "1MiB"]
 
 
+@pytest.mark.slow                  # two layout searches: 2.2 CPU-seconds
 def test_plan_replaces_its_own_unchanged_layout_file_and_refuses_an_edited_one(tmp_path, capsys):
     out = tmp_path / "l.json"
     assert main(PLAN_ARGS + ["--out", str(out)]) == 0
