@@ -201,6 +201,8 @@ def _bench_lines() -> list[str]:
         text = (ROOT / doc).read_text()
         for m in re.finditer(r"(?:python3?|\.venv/bin/python) (bench/\w+\.py)([^'`\n]*)|`(bench/\w+\.py)([^`]*)`", text):
             script, rest = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            if not m.group(1) and not rest.strip():
+                continue                                           # `bench/x.py` alone names the script
             if "__main__" in (ROOT / script).read_text():           # the others are the scripts' helpers
                 out.add(f"{script}{rest.rstrip()}")
     return sorted(out)
