@@ -248,7 +248,7 @@ def test_every_bench_command_line_in_the_docs_is_one_its_script_accepts(line):
 # -- builds, in-process ----------------------------------------------------------------------------------
 
 PLACEHOLDERS = {      # files a documented command names as the user's own; made here as the docs describe them
-    "my-switch.toml": lambda: (ROOT / "p4gen" / "targets" / "tofino.toml").read_text().replace(
+    "my-switch.toml": lambda: (ROOT / "p4gen" / "target" / "tofino.toml").read_text().replace(
         'name = "tofino"', 'name = "my-switch"'),
     "job.toml": lambda: 'slots = 128\nmax_workers = 8\nvariant = "reference"\n',
 }
@@ -277,7 +277,7 @@ def test_documented_builds_run_as_written(command, scratch, capsys):
 def test_the_placeholder_files_are_what_the_docs_describe():
     text = (ROOT / "docs" / "building.md").read_text()
     assert "`--target-file my-switch.toml`" in text or "my-switch.toml" in text
-    assert "same keys as p4gen/targets/*.toml" in text and "spec fields from TOML" in text
+    assert "same keys as p4gen/target/*.toml" in text and "spec fields from TOML" in text
 
 
 # -- recipes: a doc block run as a shell runs it -----------------------------------------------------------
