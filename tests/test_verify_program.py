@@ -37,6 +37,7 @@ def _small(tmp_path, target="bmv2", **extra):
     return out
 
 
+@pytest.mark.slow                  # a whole verify of the plan: 2.7 CPU-seconds
 def test_verify_without_p4test_proves_the_plan_only_and_exits_3(tmp_path, capsys, monkeypatch):
     out = _small(tmp_path)
     empty = tmp_path / "nobin"
