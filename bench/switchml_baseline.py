@@ -130,7 +130,7 @@ def p4gen_row(label: str, built: dict) -> list[str]:
 
 
 def table(rows: list[list[str]]) -> list[str]:
-    head = ["program", "values/pass", "values per packet", "stages", "stateful ALUs", "SRAM blocks (registers)",
+    head = ["program", "values/pass", "bytes of values a packet", "stages", "stateful ALUs", "SRAM blocks (registers)",
             "PHV bits"]
     widths = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
     fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths))  # noqa: E731
