@@ -56,10 +56,13 @@ def place(fit: Fit) -> Fit:
                             a["stage"], sram(a["entries"], a["entry_bits"]), 0, a.get("word"),
                             tuple(a["elements"]) if "elements" in a else None) for a in regs)
     counter_stage = _counter_stage(regs, tm)
+    by_stage: dict[int, list[Register]] = {}
+    for r in placed:
+        by_stage.setdefault(r.stage, []).append(r)
     stages, counters = [], {}
+    limits = profile.has_stage_limits
     for s in range(nstages):
-        in_stage = [r for r in placed if r.stage == s]
-        limits = profile.has_stage_limits
+        in_stage = by_stage.get(s, [])
         stages.append(Stage(index=s, registers=tuple(r.name for r in in_stage), alus_used=len(in_stage),
                             sram_blocks_used=sum(r.sram_blocks for r in in_stage),
                             tables=("workers", "l2_forward") if s == 0 else (),
