@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-DEFAULT_LIMIT = 2.5
+DEFAULT_LIMIT = 3.0
 _CPU = pytest.StashKey[float]()
 _WALL = pytest.StashKey[float]()
 
