@@ -284,6 +284,7 @@ def test_training_paces_the_hook_as_the_emulators_for_the_gradients_size(tmp_pat
     window never above its chunks, no gathering for OmniReduce."""
     from types import SimpleNamespace
 
+    modules("the testbed", "mininet")
     from p4gen.testbed.nodes import SoftSwitch
     from p4gen.testbed.plans import build_plan
     from p4gen.testbed.train import pacing
